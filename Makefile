@@ -1,0 +1,33 @@
+# Every target sets itself up: a fresh machine needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install services services-stop demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	touch $(STAMP)
+
+install: $(STAMP)
+
+services: install  ## start or reuse local Kafka and PostgreSQL; prints `export ...` lines to eval
+	@$(PY) -m connectors.testing.services start
+
+services-stop: install
+	@$(PY) -m connectors.testing.services stop
+
+demo: install
+	$(PY) examples/demo.py
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m benchmarks $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

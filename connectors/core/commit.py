@@ -1,0 +1,71 @@
+"""Where a write runs: the ids every sink's commit and idempotence logic is keyed by.
+
+Spark gives a Python writer no batch id as an argument; it is a local property of the task
+(observed on 4.2/4.3, not documented API). The query id is stable across restarts from the same
+checkpoint, so (query id or a user sink id, batch id, partition) names one unit of work for good:
+a retried task, a speculative copy, or a batch re-run after a driver crash all carry the same key,
+and a sink that records the key together with the data can skip work already committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskAttempt:
+    """The unit of work a writer task performs."""
+
+    query_id: str | None  # None outside a streaming query (batch write)
+    batch_id: int | None  # None outside a streaming query
+    partition_id: int
+    attempt: int  # 0 for the first attempt of this task in this run
+
+    @property
+    def is_streaming(self) -> bool:
+        return self.batch_id is not None
+
+
+_override: tuple[str | None, int | None] | None = None
+
+
+@contextlib.contextmanager
+def streaming_ids(query_id: str | None, batch_id: int | None) -> Iterator[None]:
+    """Make :func:`current_task` report these ids: foreachBatch runs writers in plain tasks
+    that carry no streaming local properties, so the runner passes the ids explicitly."""
+    global _override
+    previous, _override = _override, (query_id, batch_id)
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+def current_task() -> TaskAttempt:
+    """The ids of the Spark task this code runs in (inside ``write()`` or ``read()``)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("current_task() must run inside a Spark task")
+    if _override is not None:
+        query_id, batch_id = _override
+    else:
+        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        query_id, batch_id = ctx.getLocalProperty("sql.streaming.queryId"), None if batch is None else int(batch)
+    return TaskAttempt(
+        query_id=query_id,
+        batch_id=batch_id,
+        partition_id=ctx.partitionId(),
+        attempt=ctx.attemptNumber(),
+    )
+
+
+def foreach_batch_query_id(df) -> str | None:
+    """The streaming query id inside a foreachBatch function (driver side), or None."""
+    try:
+        return df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    except Exception:  # Spark Connect has no SparkContext
+        return None

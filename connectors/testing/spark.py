@@ -1,0 +1,31 @@
+"""The local SparkSession used by tests, the crash harness, examples and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def local_session(app_name: str = "connectors", cores: int = 2, conf: dict[str, str] | None = None):
+    """A small local SparkSession: ``local[cores]``, UI off, few shuffle partitions.
+
+    ``PYSPARK_PYTHON`` is pinned to this interpreter so executors import the installed package.
+    ``conf`` adds Spark settings (e.g. ``spark.jars.packages``).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.default.parallelism", str(cores))
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.memory", os.environ.get("CONNECTORS_DRIVER_MEMORY", "2g"))
+        .config("spark.python.worker.reuse", "true")
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,100 @@
+"""connectors.numbers: batch, streaming, options, auto-registration, crash recovery."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.errors import AnalysisException, PySparkException
+
+from connectors.numbers.options import NumberSequenceOptions
+from connectors.numbers.source import split
+from connectors.core.options import OptionError
+
+
+def test_split_matches_flink():
+    # 10 numbers over 3 readers: the first 10 % 3 = 1 gets one extra.
+    assert [(r.first, r.last) for r in split(0, 9, 3)] == [(0, 3), (4, 6), (7, 9)]
+    assert [(r.first, r.last) for r in split(5, 6, 4)] == [(5, 5), (6, 6)]
+    assert split(3, 2, 2) == []
+
+
+def test_batch_read_partitions_are_ordered_contiguous_runs(spark):
+    df = spark.read.format("connectors.numbers").option("start", 1).option("end", 1000).option("numPartitions", 3).load()
+    assert df.schema.simpleString() == "struct<value:bigint>"
+    parts = df.rdd.glom().map(lambda rows: [r.value for r in rows]).collect()
+    assert [len(p) for p in parts] == [334, 333, 333]
+    assert sum(parts, []) == list(range(1, 1001))
+
+
+def test_single_partition_is_one_ordered_sequence(spark):
+    values = [r.value for r in spark.read.format("connectors.numbers").option("end", 99).option("numPartitions", 1).load().collect()]
+    assert values == list(range(100))
+
+
+def test_large_range_count_and_sum(spark):
+    df = spark.read.format("connectors.numbers").option("end", 2_999_999).load()
+    row = df.selectExpr("count(*) c", "sum(value) s").first()
+    assert (row.c, row.s) == (3_000_000, sum(range(3_000_000)))
+
+
+def test_streaming_rows_per_batch_and_available_now(spark, tmp_path):
+    df = spark.readStream.format("connectors.numbers").option("end", 249).option("rowsPerBatch", 100).load()
+    query = (
+        df.writeStream.format("memory").queryName("numbers_stream")
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )
+    query.awaitTermination(120)
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sizes == [100, 100, 50]
+    assert sorted(r.value for r in spark.table("numbers_stream").collect()) == list(range(250))
+    assert json.loads(query.lastProgress["sources"][0]["latestOffset"]) == {"next": 250}
+
+
+def test_restart_resumes_from_checkpoint(spark, tmp_path):
+    out, cp = tmp_path / "out", str(tmp_path / "cp")
+    for end in (99, 199):  # the second run continues where the first stopped
+        (
+            spark.readStream.format("connectors.numbers").option("end", end).load()
+            .writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", cp)
+            .trigger(availableNow=True).start().awaitTermination(120)
+        )
+    values = sorted(pq.read_table(out).column("value").to_pylist())
+    assert values == list(range(200))
+
+
+def test_explicit_register_works(spark):
+    import connectors
+
+    connectors.register(spark)
+    assert spark.read.format("connectors.numbers").option("end", 4).load().count() == 5
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({}, "option 'end': required option is missing"),
+        ({"end": "ten"}, "option 'end' = 'ten': expected an integer"),
+        ({"start": "5", "end": "4"}, "option 'end' = 4: must be >= start (5)"),
+        ({"end": "4", "numPartitions": "0"}, "option 'numPartitions' = '0': must be greater than 0"),
+        ({"end": "4", "rowsPerBatch": "-1"}, "option 'rowsPerBatch' = '-1': must be greater than 0"),
+        ({"end": "4", "numPartition": "2"}, "option 'numPartition' = '2': unknown option; did you mean 'numPartitions'?"),
+    ],
+)
+def test_bad_options_fail_at_query_start(spark, options, message):
+    with pytest.raises(OptionError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
+        NumberSequenceOptions.from_options(options)
+    with pytest.raises((AnalysisException, PySparkException)) as info:
+        spark.read.format("connectors.numbers").options(**options).load().collect()
+    assert message.lower() in str(info.value).lower()  # Spark lower-cases option names
+
+
+@pytest.mark.crash
+def test_sigkill_mid_batch_no_gap_no_repeat(crash_harness, tmp_path):
+    out = tmp_path / "out"
+    harness = crash_harness("jobs.numbers:numbers_to_parquet", out=str(out), end=5999, rows_per_batch=1000)
+    report = harness.run(kills=2, kill_at="mid-batch", seed=7)
+    assert report.kills == 2
+    values = pq.read_table(out).column("value").to_pylist()
+    assert len(values) == 6000 and sorted(values) == list(range(6000))
