@@ -13,7 +13,10 @@ __version__ = "0.1.0"
 # Format name -> "module:DataSource class". Each also has a top-level pyspark_connectors_* package
 # exposing it as DefaultSource, which Spark registers automatically.
 FORMATS = {
-    "connectors.numbers": "connectors.numbers.source:NumberSequenceDataSource",
+    "connectors.numbers": "connectors.numbers.datasource:NumberSequenceDataSource",
+    "connectors.kafka": "connectors.kafka.datasource:KafkaDataSource",
+    "connectors.files": "connectors.files.datasource:FileDataSource",
+    "connectors.jdbc": "connectors.jdbc.datasource:JdbcDataSource",
 }
 
 

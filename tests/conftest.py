@@ -57,4 +57,15 @@ def crash_harness(tmp_path):
     return make
 
 
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A local S3 API server; also exported as AWS_* environment variables for s3fs."""
+    from connectors.testing.s3_server import S3Server
+
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

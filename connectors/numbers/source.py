@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -65,25 +65,17 @@ def default_parallelism() -> int:
     return os.cpu_count() or 1
 
 
-class NumberSequenceDataSource(DataSource):
-    """``spark.read.format("connectors.numbers").option("end", 99)``: the longs start..end."""
+def schema(options) -> StructType:
+    NumberSequenceOptions.from_options(options)
+    return SCHEMA
 
-    def __init__(self, options):
-        super().__init__(options)
-        self.config = NumberSequenceOptions.from_options(options)
 
-    @classmethod
-    def name(cls) -> str:
-        return "connectors.numbers"
+def reader(options, schema: StructType) -> DataSourceReader:
+    return NumberSequenceReader(NumberSequenceOptions.from_options(options))
 
-    def schema(self) -> StructType:
-        return SCHEMA
 
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return NumberSequenceReader(self.config)
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return NumberSequenceStreamReader(self.config)
+def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
+    return NumberSequenceStreamReader(NumberSequenceOptions.from_options(options))
 
 
 class NumberSequenceReader(DataSourceReader):

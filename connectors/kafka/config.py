@@ -1,0 +1,53 @@
+"""``kafka.*`` options -> confluent-kafka (librdkafka) configuration, shared by source and sink.
+
+Like Spark, every option starting with ``kafka.`` goes to the client with the prefix removed.
+The client is librdkafka, not the Java client: a Java-only property gets an error that names the
+librdkafka property to use instead, rather than a cryptic "No such configuration property".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from connectors.core.options import OptionError
+
+PREFIX = "kafka."
+
+# Java client property -> what to use with librdkafka instead.
+JAVA_ONLY = {
+    "sasl.jaas.config": "kafka.sasl.username and kafka.sasl.password (with kafka.sasl.mechanism)",
+    "ssl.truststore.location": "kafka.ssl.ca.location (a PEM file)",
+    "ssl.truststore.password": "kafka.ssl.ca.location (a PEM file needs no password)",
+    "ssl.truststore.type": "kafka.ssl.ca.location (a PEM file)",
+    "ssl.keystore.type": "kafka.ssl.keystore.location (PKCS#12) or kafka.ssl.certificate.location",
+    "ssl.key.password": "kafka.ssl.key.password is not used with PKCS#12; use kafka.ssl.keystore.password",
+    "security.providers": "nothing (librdkafka uses OpenSSL)",
+    "key.serializer": "nothing: keys are written as bytes",
+    "value.serializer": "nothing: values are written as bytes",
+    "key.deserializer": "nothing: keys are read as bytes",
+    "value.deserializer": "nothing: values are read as bytes",
+    "interceptor.classes": "nothing: Java interceptors cannot run in librdkafka",
+    "partitioner.class": "kafka.partitioner (e.g. murmur2_random, as the Java client's default)",
+    "max.block.ms": "kafka.socket.timeout.ms or kafka.message.timeout.ms",
+    "buffer.memory": "kafka.queue.buffering.max.kbytes",
+    "max.poll.records": "nothing: the reader sizes its own batches",
+    "default.api.timeout.ms": "kafka.socket.timeout.ms",
+}
+
+
+def client_config(source: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` entries of ``options`` as a librdkafka config dict (prefix removed).
+
+    ``source`` names the format in errors. Raises OptionError for a Java-only property.
+    """
+    config: dict[str, str] = {}
+    for key, value in options.items():
+        if not key.lower().startswith(PREFIX):
+            continue
+        name = key[len(PREFIX):]
+        if name.lower() in JAVA_ONLY:
+            raise OptionError(source, key, None, f"is a Java client property; use {JAVA_ONLY[name.lower()]}")
+        config[name] = value
+    if "bootstrap.servers" not in config:
+        raise OptionError(source, "kafka.bootstrap.servers", None, "required option is missing")
+    return config

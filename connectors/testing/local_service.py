@@ -1,0 +1,186 @@
+"""Shared machinery of the local test servers (Kafka broker, PostgreSQL).
+
+A server runs in its own session so that it outlives the Python process that started it;
+``<runtime_dir>/state.json`` records its pid and address so that any later process (a test
+session, ``make demo``, a benchmark) reuses it instead of starting another.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+log = logging.getLogger("connectors.testing")
+
+# Servers this process spawned and deliberately never waits for; holding on to them keeps
+# Popen from warning "subprocess ... is still running" when it is garbage-collected.
+_spawned: list[subprocess.Popen[bytes]] = []
+
+
+def cache_dir() -> Path:
+    """Where downloads and runtime state live: ``$XDG_CACHE_HOME/connectors`` or ``~/.cache/connectors``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "connectors"
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 (all held open while choosing)."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run(argv: list[str], what: str, **kwargs: Any) -> None:
+    """Run a setup command, failing with its last output lines rather than a bare exit code."""
+    result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {result.returncode}):\n{tail(result.stdout + result.stderr)}")
+
+
+class LocalService(ABC):
+    """A server process recorded in ``<runtime_dir>/state.json``; each fresh start wipes ``data_dir``."""
+
+    name: ClassVar[str]
+    #: The signal asking the server for a quick clean shutdown.
+    stop_signal: ClassVar[signal.Signals] = signal.SIGTERM
+
+    def __init__(self, runtime_dir: Path | None = None) -> None:
+        self.runtime_dir = runtime_dir or cache_dir() / "run" / self.name
+        self.state_file = self.runtime_dir / "state.json"
+        self.data_dir = self.runtime_dir / "data"
+
+    @property
+    @abstractmethod
+    def log_file(self) -> Path:
+        """The server's own log, quoted when it fails to start."""
+
+    @abstractmethod
+    def _prepare(self) -> None:
+        """Make sure the server's binaries are there (download or install them)."""
+
+    @abstractmethod
+    def _launch(self) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+        """Initialise the empty ``data_dir`` and spawn the server in a new session.
+
+        Returns the process and its state, which holds at least ``address`` and ``port``.
+        """
+
+    @abstractmethod
+    def _ready(self, state: dict[str, Any]) -> bool:
+        """Whether the server answers real requests (one quick probe)."""
+
+    def start(self, timeout: float = 180) -> str:
+        """Return the address of the running server, starting one unless a live one is recorded."""
+        with self._locked():
+            state = self._read_state()
+            if state and self._alive(state["pid"]):
+                # A busy server may be slow to answer: killing it would break its other users.
+                if self._answers_within(state, 30):
+                    log.info("reusing %s (pid %s) at %s", self.name, state["pid"], state["address"])
+                    return str(state["address"])
+                log.warning("%s (pid %s) runs but does not answer: replacing it", self.name, state["pid"])
+                self._terminate(state["pid"])
+            self._prepare()
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir.mkdir(parents=True)
+            began = time.monotonic()
+            proc, state = self._launch()
+            _spawned.append(proc)
+            state["pid"] = proc.pid
+            self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+            if not self._answers_within(state, timeout):
+                self._terminate(proc.pid)
+                self.state_file.unlink(missing_ok=True)
+                problem = "exited" if proc.poll() is not None else f"did not answer within {timeout:.0f} s"
+                raise RuntimeError(f"{self.name} {problem}; end of {self.log_file}:\n{self._log_tail()}")
+            took = time.monotonic() - began
+            log.info("started %s (pid %s) at %s in %.1f s", self.name, proc.pid, state["address"], took)
+            return str(state["address"])
+
+    def stop(self) -> bool:
+        """Stop the recorded server; returns whether one was running."""
+        with self._locked():
+            state = self._read_state()
+            if state is None:
+                return False
+            running = self._terminate(state["pid"])
+            self.state_file.unlink(missing_ok=True)
+            if running:
+                log.info("stopped %s (pid %s)", self.name, state["pid"])
+            return running
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self.state_file.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def _answers_within(self, state: dict[str, Any], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not (port_open(state["port"]) and self._ready(state)):
+            if not self._alive(state["pid"]) or time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def _alive(self, pid: int) -> bool:
+        # Matching the command line guards against a reused pid; a zombie's is empty.
+        try:
+            return str(self.data_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    def _terminate(self, pid: int, grace: float = 30) -> bool:
+        """Signal the server's process group, then SIGKILL it if it lingers; returns whether it ran."""
+        if not self._alive(pid):
+            return False
+        for sig, wait in ((self.stop_signal, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pid, sig)  # started with start_new_session, so pid is also the group id
+            except ProcessLookupError:
+                return True
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not self._alive(pid):
+                    return True
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.name} (pid {pid}) survived SIGKILL")
+
+    def _log_tail(self) -> str:
+        try:
+            return tail(self.log_file.read_text(errors="replace"))
+        except OSError as exc:
+            return f"(no log: {exc})"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise start/stop across processes, e.g. parallel test workers."""
+        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.runtime_dir / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
