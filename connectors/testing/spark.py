@@ -25,6 +25,7 @@ def local_session(app_name: str = "connectors", cores: int = 2, conf: dict[str, 
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.memory", os.environ.get("CONNECTORS_DRIVER_MEMORY", "2g"))
         .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

@@ -1,0 +1,56 @@
+"""``python -m benchmarks [name ...]``: run the benchmarks (all by default), each in its own
+process (its own JVM with its own packages), then write ``results/summary.md`` and
+``results/summary.png`` with every ratio of ours to Spark's own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.common import RESULTS
+
+HERE = Path(__file__).parent
+
+
+def main(argv: list[str]) -> int:
+    names = argv or sorted(p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py"))
+    failed = []
+    for name in names:
+        print(f"== benchmark {name}", flush=True)
+        if subprocess.call([sys.executable, "-m", f"benchmarks.bench_{name}"]) != 0:
+            failed.append(name)
+    summarize()
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def summarize() -> None:
+    rows = []
+    for path in sorted(RESULTS.glob("*.json")):
+        data = json.loads(path.read_text())
+        rows += [(data["benchmark"], label, value) for label, value in data["ratios"].items()]
+    lines = ["| benchmark | ratio (ours / Spark's, rows/s) | value |", "|---|---|---|"]
+    lines += [f"| {bench} | {label} | {value:.2f} |" for bench, label, value in rows]
+    (RESULTS / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    if rows:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
+        ax.barh([f"{b}: {label}" for b, label, _ in rows], [v for _, _, v in rows], color="#55A868")
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.invert_yaxis()
+        ax.set_xlabel("ours / Spark's own (higher is better; 1 = parity)")
+        fig.tight_layout()
+        fig.savefig(RESULTS / "summary.png", dpi=100)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,88 @@
+"""What every benchmark shares: a local Spark session, timing, and the results report.
+
+Each benchmark is a module ``bench_<name>.py`` runnable as ``python -m benchmarks.bench_<name>``;
+it measures our connector and Spark's own side by side in one run and calls :func:`report`, which
+prints a table and the ratios and writes ``benchmarks/results/<name>.json`` and ``<name>.png``.
+``python -m benchmarks`` runs them all and collects the ratios in ``results/summary.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    rows: int
+    seconds: float
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+
+def local_spark(packages: Iterable[str] = (), app_name: str = "connectors-bench"):
+    """A local[2] session like the tests', plus JVM packages (e.g. Spark's Kafka connector)."""
+    from connectors.testing.spark import local_session
+
+    conf = {"spark.jars.packages": ",".join(packages)} if packages else {}
+    return local_session(app_name, conf=conf)
+
+
+def measure(name: str, rows: int, fn: Callable[[], object]) -> Result:
+    """Time one call of ``fn`` that processes ``rows`` rows."""
+    started = time.perf_counter()
+    fn()
+    result = Result(name, rows, time.perf_counter() - started)
+    print(f"  {name:<40} {rows:>12,} rows {result.seconds:>9.2f} s {result.rows_per_s:>14,.0f} rows/s", flush=True)
+    return result
+
+
+def report(
+    benchmark: str,
+    results: list[Result],
+    ratios: dict[str, tuple[str, str]],
+    notes: dict | None = None,
+) -> dict[str, float]:
+    """Print and save ``results``; ``ratios`` maps a label to (numerator, denominator) result names,
+    compared by rows/s. Returns the ratios."""
+    by_name = {r.name: r for r in results}
+    computed = {label: by_name[num].rows_per_s / by_name[den].rows_per_s for label, (num, den) in ratios.items()}
+    print(f"\n{benchmark}")
+    for r in results:
+        print(f"  {r.name:<40} {r.rows_per_s:>14,.0f} rows/s")
+    for label, value in computed.items():
+        print(f"  ratio {label:<34} {value:>14.2f}")
+    RESULTS.mkdir(exist_ok=True)
+    payload = {
+        "benchmark": benchmark,
+        "results": [{**dataclasses.asdict(r), "rows_per_s": r.rows_per_s} for r in results],
+        "ratios": computed,
+        "notes": notes or {},
+    }
+    (RESULTS / f"{benchmark}.json").write_text(json.dumps(payload, indent=2))
+    _chart(benchmark, results)
+    return computed
+
+
+def _chart(benchmark: str, results: list[Result]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(results) + 1.2))
+    ax.barh([r.name for r in results], [r.rows_per_s for r in results], color="#4C72B0")
+    ax.invert_yaxis()
+    ax.set_xlabel("rows/s (higher is better)")
+    ax.set_title(benchmark)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{benchmark}.png", dpi=100)
+    plt.close(fig)
