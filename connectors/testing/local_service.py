@@ -11,14 +11,15 @@ import fcntl
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,12 +36,22 @@ def cache_dir() -> Path:
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free on 127.0.0.1 (all held open while choosing)."""
-    with ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
+    """``count`` distinct ports free on 127.0.0.1, below Linux's default ephemeral range (32768+).
+
+    A server binds its ports seconds after they are chosen (a JVM starts slowly); ports the
+    kernel never hands to outgoing connections cannot be taken by them in the meantime.
+    """
+    ports: list[int] = []
+    with ExitStack() as stack:  # hold each port while choosing the next
+        while len(ports) < count:
+            sock = stack.enter_context(socket.socket())
+            port = random.randrange(20000, 32000)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            ports.append(port)
+    return ports
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -98,13 +109,13 @@ class LocalService(ABC):
         """Return the address of the running server, starting one unless a live one is recorded."""
         with self._locked():
             state = self._read_state()
-            if state and self._alive(state["pid"]):
+            if state and self._alive(pid := state["pid"]):
                 # A busy server may be slow to answer: killing it would break its other users.
-                if self._answers_within(state, 30):
-                    log.info("reusing %s (pid %s) at %s", self.name, state["pid"], state["address"])
+                if self._answers_within(state, 30, lambda: self._alive(pid)):
+                    log.info("reusing %s (pid %s) at %s", self.name, pid, state["address"])
                     return str(state["address"])
-                log.warning("%s (pid %s) runs but does not answer: replacing it", self.name, state["pid"])
-                self._terminate(state["pid"])
+                log.warning("%s (pid %s) runs but does not answer: replacing it", self.name, pid)
+                self._terminate(pid)
             self._prepare()
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir.mkdir(parents=True)
@@ -113,10 +124,12 @@ class LocalService(ABC):
             _spawned.append(proc)
             state["pid"] = proc.pid
             self.state_file.write_text(json.dumps(state, indent=2) + "\n")
-            if not self._answers_within(state, timeout):
-                self._terminate(proc.pid)
-                self.state_file.unlink(missing_ok=True)
+            if not self._answers_within(state, timeout, lambda: proc.poll() is None):
                 problem = "exited" if proc.poll() is not None else f"did not answer within {timeout:.0f} s"
+                with suppress(ProcessLookupError):  # our unreaped child, so the pid is still ours
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                self.state_file.unlink(missing_ok=True)
                 raise RuntimeError(f"{self.name} {problem}; end of {self.log_file}:\n{self._log_tail()}")
             took = time.monotonic() - began
             log.info("started %s (pid %s) at %s in %.1f s", self.name, proc.pid, state["address"], took)
@@ -140,10 +153,10 @@ class LocalService(ABC):
         except (OSError, ValueError):
             return None
 
-    def _answers_within(self, state: dict[str, Any], timeout: float) -> bool:
+    def _answers_within(self, state: dict[str, Any], timeout: float, running: Callable[[], bool]) -> bool:
         deadline = time.monotonic() + timeout
         while not (port_open(state["port"]) and self._ready(state)):
-            if not self._alive(state["pid"]) or time.monotonic() > deadline:
+            if not running() or time.monotonic() > deadline:
                 return False
             time.sleep(0.2)
         return True

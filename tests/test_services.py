@@ -1,0 +1,91 @@
+"""Smoke tests of the real services the suite runs against (fixtures from tests/conftest.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg2
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def _topic(bootstrap: str) -> str:
+    topic = f"smoke-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    return topic
+
+
+def _consume(bootstrap: str, topic: str, isolation: str, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"smoke-{uuid.uuid4().hex[:12]}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        for _ in range(60):  # up to ~60 s, mostly the first group join
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            value = message.value()
+            assert message.error() is None and value is not None, message.error()
+            values.append(value)
+            if len(values) == count:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def test_kafka_produce_consume(kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topic, b"hello")
+    assert producer.flush(30) == 0
+    assert _consume(kafka_bootstrap, topic, "read_uncommitted", 1) == [b"hello"]
+
+
+def test_kafka_transaction_visible_to_read_committed(kafka_bootstrap: str) -> None:
+    topic = _topic(kafka_bootstrap)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"smoke-{uuid.uuid4().hex}"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted")
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed")
+    producer.commit_transaction(30)
+    # The aborted record is skipped, so reading one record means reaching the committed one.
+    assert _consume(kafka_bootstrap, topic, "read_committed", 1) == [b"committed"]
+
+
+def test_postgres_round_trip_and_prepared_transactions(postgres_dsn: str) -> None:
+    table = f"smoke_{uuid.uuid4().hex[:12]}"
+    with psycopg2.connect(postgres_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text)")
+        cur.execute(f"INSERT INTO {table} VALUES (%s, %s)", (1, "one"))
+        cur.execute(f"SELECT name FROM {table} WHERE id = 1")
+        assert cur.fetchone() == ("one",)
+        cur.execute("SHOW max_prepared_transactions")
+        (max_prepared,) = cur.fetchone()
+    # The JDBC exactly-once sink relies on two-phase commit.
+    assert int(max_prepared) > 0
+    conn = psycopg2.connect(postgres_dsn)
+    try:
+        xid = conn.xid(0, f"smoke-{table}", "b")
+        conn.tpc_begin(xid)
+        conn.cursor().execute(f"INSERT INTO {table} VALUES (2, 'two')")
+        conn.tpc_prepare()
+        conn.tpc_commit()
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM {table}")
+            assert cur.fetchone() == (2,)
+            cur.execute(f"DROP TABLE {table}")
+        conn.commit()
+    finally:
+        conn.close()
