@@ -1,0 +1,47 @@
+"""The `connectors` command line: checkpoint offsets and consumer group lag."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "connectors", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_offsets_of_a_checkpoint(spark, tmp_path):
+    checkpoint = tmp_path / "cp"
+    (
+        spark.readStream.format("connectors.numbers").option("end", 99).option("rowsPerBatch", 40).load()
+        .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True).start().awaitTermination(120)
+    )
+    result = run_cli("offsets", str(checkpoint))
+    assert result.returncode == 0, result.stderr
+    assert "last committed:  batch 2" in result.stdout
+    assert 'source 0:        {"next": 100}' in result.stdout
+
+
+def test_offsets_of_a_non_checkpoint_is_a_clear_error(tmp_path):
+    result = run_cli("offsets", str(tmp_path))
+    assert result.returncode == 2
+    assert "is not a streaming checkpoint" in result.stderr
+
+
+def test_group_lag(kafka_bootstrap, unique):
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(unique, 2, 1)])[unique].result(30)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(10):
+        producer.produce(unique, value=b"x", partition=i % 2)
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": unique, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(unique, 0, 3), TopicPartition(unique, 1, 5)], asynchronous=False)
+    consumer.close()
+    result = run_cli("lag", "--bootstrap-servers", kafka_bootstrap, "--group", unique)
+    assert result.returncode == 0, result.stderr
+    assert "total lag: 2" in result.stdout  # partition 0: 5 - 3, partition 1: 5 - 5
