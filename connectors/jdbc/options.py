@@ -1,0 +1,207 @@
+"""Options of ``connectors.jdbc`` (Flink's JdbcSink): connection, execution, and what to write.
+
+Flink splits a JDBC sink's settings into ``JdbcConnectionOptions`` and ``JdbcExecutionOptions``;
+the same two typed classes exist here with Flink's field names, and :class:`JdbcSinkOptions`
+combines them with the target (``dbtable`` + ``mode``, or ``sql``) and the delivery guarantee.
+Every class renders to the same string options (``to_options()``) the format takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from connectors.core.guarantees import DeliveryGuarantee, parse_guarantee
+from connectors.core.options import (
+    Options,
+    choice,
+    non_negative,
+    option,
+    parse_int,
+    parse_list,
+    positive,
+)
+
+SOURCE = "connectors.jdbc"
+
+# libpq SSL parameters, accepted as options of the same name (or in the URL).
+SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslpassword")
+
+# PgJDBC URL parameters -> libpq parameters.
+_JDBC_PARAMS = {
+    "user": "user", "password": "password", "sslmode": "sslmode", "sslrootcert": "sslrootcert",
+    "sslcert": "sslcert", "sslkey": "sslkey", "sslpassword": "sslpassword",
+    "applicationname": "application_name", "connecttimeout": "connect_timeout", "logintimeout": "connect_timeout",
+    "options": "options", "targetservertype": "target_session_attrs",
+}  # fmt: skip
+# PgJDBC tuning parameters with no meaning for libpq: accepted and ignored.
+_JDBC_IGNORED = {"rewritebatchedinserts", "preparethreshold", "defaultrowfetchsize", "loggerlevel", "sockettimeout",
+                 "tcpkeepalive", "stringtype", "binarytransfer"}  # fmt: skip
+
+
+class JdbcUrl(str):
+    """A connection URL whose ``repr`` hides the password, so errors and logs never show it."""
+
+    def __repr__(self) -> str:
+        return repr(redact_url(self))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (user info or ``password=`` parameter) replaced by ``***``."""
+    scheme, netloc, path, query, fragment = urlsplit(url.removeprefix("jdbc:"))
+    if "@" in netloc:
+        userinfo, _, hosts = netloc.rpartition("@")
+        if ":" in userinfo:
+            netloc = f"{userinfo.partition(':')[0]}:***@{hosts}"
+    params = [(k, "***" if k.lower() in ("password", "sslpassword") else v) for k, v in parse_qsl(query)]
+    prefix = "jdbc:" if url.startswith("jdbc:") else ""
+    return prefix + urlunsplit((scheme, netloc, path, urlencode(params, safe="*/:"), fragment))
+
+
+def parse_url(text: str) -> JdbcUrl:
+    return JdbcUrl(text.strip())
+
+
+def libpq_dsn(url: str) -> str:
+    """The libpq URI for a ``jdbc:postgresql:`` or ``postgresql://`` URL (PgJDBC parameters renamed).
+
+    Raises ValueError with a short reason for URLs of other databases or unknown PgJDBC parameters.
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        return url
+    if not url.startswith("jdbc:postgresql:"):
+        raise ValueError("expected jdbc:postgresql://host:port/database or postgresql://...")
+    rest = url.removeprefix("jdbc:postgresql:")
+    if not rest.startswith("//"):  # jdbc:postgresql:database means localhost
+        rest = "//localhost/" + rest
+    scheme, netloc, path, query, _ = urlsplit("postgresql:" + rest)
+    params = []
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        lowered = key.lower()
+        if lowered in _JDBC_PARAMS:
+            params.append((_JDBC_PARAMS[lowered], value))
+        elif lowered == "ssl":
+            if value.lower() == "true" and not any(k.lower() == "sslmode" for k, _ in parse_qsl(query)):
+                params.append(("sslmode", "require"))
+        elif lowered == "currentschema":
+            params.append(("options", f"-csearch_path={value}"))
+        elif lowered not in _JDBC_IGNORED:
+            raise ValueError(f"URL parameter '{key}' is not supported by this connector")
+    return urlunsplit((scheme, netloc, path, urlencode(params), ""))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JdbcConnectionOptions(Options):
+    """Where to connect (Flink's ``JdbcConnectionOptions``).
+
+    ``url`` is ``jdbc:postgresql://host:port/database?...`` (PgJDBC parameters such as ``sslmode``,
+    ``ApplicationName``, ``currentSchema`` are translated) or a libpq URI ``postgresql://...``.
+    """
+
+    source_name = SOURCE
+    passthrough_prefixes = ("ssl",)
+
+    url: JdbcUrl = option("url", parse_url, doc="jdbc:postgresql://host:port/db or postgresql://...")
+    username: str | None = option("user", default=None, doc="user name (overrides the URL's)")
+    password: str | None = option("password", default=None, secret=True, doc="password (overrides the URL's)")
+    driver_name: str | None = option("driver", default=None, doc="accepted for compatibility with Spark's jdbc format; ignored")
+    connection_check_timeout_seconds: int = option(
+        "connectionCheckTimeoutSeconds", parse_int, default=60, checks=[positive],
+        doc="seconds to wait for a connection (libpq connect_timeout)",
+    )
+    extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)  # ssl* pass-through
+
+    def validate(self) -> None:
+        # Checked here rather than by the parser, whose errors would echo a password in the URL.
+        try:
+            libpq_dsn(self.url)
+        except ValueError as exc:
+            raise self.error("url", str(exc)) from None
+        for key in self.extra:
+            if key.lower() not in SSL_OPTIONS:
+                raise self.error(key, f"unknown option; SSL options are {', '.join(SSL_OPTIONS)}")
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``psycopg2.connect``: the DSN, then explicit options on top."""
+        kwargs: dict[str, Any] = {
+            "dsn": libpq_dsn(self.url),
+            "connect_timeout": self.connection_check_timeout_seconds,
+        }
+        if "application_name" not in kwargs["dsn"]:
+            kwargs["application_name"] = SOURCE
+        if self.username is not None:
+            kwargs["user"] = self.username
+        if self.password is not None:
+            kwargs["password"] = self.password
+        kwargs.update({key.lower(): value for key, value in self.extra.items()})
+        return kwargs
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JdbcExecutionOptions(Options):
+    """How to send rows (Flink's ``JdbcExecutionOptions``, with Flink's defaults)."""
+
+    source_name = SOURCE
+
+    batch_size: int = option("batchSize", parse_int, default=5000, checks=[positive], doc="rows per round trip")
+    batch_interval_ms: int = option(
+        "batchIntervalMs", parse_int, default=0, checks=[non_negative],
+        doc="also send buffered rows when this many ms passed since the last send (0: only by size)",
+    )
+    max_retries: int = option(
+        "maxRetries", parse_int, default=3, checks=[non_negative],
+        doc="retries of a failed transaction after a transient error (reconnecting, with back-off)",
+    )
+
+
+class WriteMode(enum.Enum):
+    APPEND = "append"
+    UPSERT = "upsert"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _parse_mode(text: str) -> WriteMode:
+    return WriteMode(choice("append", "upsert")(text))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
+    """Every option of ``connectors.jdbc``: connection, execution, target and guarantee."""
+
+    dbtable: str | None = option("dbtable", default=None, doc="target table, SQL syntax: schema.table, \"Odd Name\"")
+    mode: WriteMode = option("mode", _parse_mode, default=WriteMode.APPEND, doc="append (COPY) or upsert")
+    key_columns: tuple[str, ...] | None = option(
+        "keyColumns", parse_list, default=None, doc="upsert conflict columns (default: the table's primary key)",
+    )
+    sql: str | None = option("sql", default=None, doc="custom DML statement with :column parameters (instead of dbtable)")
+    delivery_guarantee: DeliveryGuarantee = option(
+        "deliveryGuarantee", parse_guarantee, default=DeliveryGuarantee.EXACTLY_ONCE,
+        doc="exactly-once, at-least-once or none",
+    )
+    sink_id: str | None = option(
+        "sinkId", default=None, doc="names this sink in the progress table (default: query id + target)",
+    )
+    progress_table: str = option(
+        "progressTable", default="connectors_jdbc_progress", doc="exactly-once bookkeeping table (created if missing)",
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        if (self.dbtable is None) == (self.sql is None):
+            raise self.error("dbtable", "give exactly one of 'dbtable' and 'sql'")
+        if self.sql is not None and self.mode is not WriteMode.APPEND:
+            raise self.error("mode", "a custom 'sql' statement takes no mode")
+        if self.key_columns is not None and self.mode is not WriteMode.UPSERT:
+            raise self.error("keyColumns", "only used with mode 'upsert'")
+
+    @property
+    def connection(self) -> JdbcConnectionOptions:
+        return JdbcConnectionOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(JdbcConnectionOptions)})
+
+    @property
+    def execution(self) -> JdbcExecutionOptions:
+        return JdbcExecutionOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(JdbcExecutionOptions)})

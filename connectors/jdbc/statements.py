@@ -1,0 +1,179 @@
+"""How a chunk of rows (an Arrow table) reaches PostgreSQL: COPY, multi-row INSERT/upsert, custom SQL.
+
+Each statement is built once on the driver (identifiers quoted by psycopg2.sql) and pickled to
+the tasks as plain SQL text; values are only ever sent as COPY data or bound parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+from pyspark.sql.types import (
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+_CSV = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
+
+
+class Statement(Protocol):
+    def send(self, cursor, table: pa.Table) -> None:
+        """Send the rows of ``table`` in the cursor's open transaction."""
+
+
+_COPYABLE = (
+    BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType,
+    StringType, DateType, TimestampType, TimestampNTZType,
+)  # fmt: skip
+
+
+def copyable(schema: StructType) -> bool:
+    """Whether Arrow's CSV writer renders every column as PostgreSQL's COPY reads it."""
+    return all(isinstance(field.dataType, _COPYABLE) for field in schema.fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyStatement:
+    """Append with ``COPY ... FROM STDIN (FORMAT csv)``: Arrow writes the CSV in C++.
+
+    Every non-null value is quoted and nulls are not, which is how COPY tells NULL from ''.
+    """
+
+    sql: str
+
+    def send(self, cursor, table: pa.Table) -> None:
+        buffer = io.BytesIO()
+        pa_csv.write_csv(table, buffer, _CSV)
+        buffer.seek(0)
+        cursor.copy_expert(self.sql, buffer, size=1 << 20)
+
+
+def to_rows(table: pa.Table) -> list[tuple]:
+    """Rows of Python values psycopg2 can bind: structs and maps become JSON."""
+    from psycopg2.extras import Json
+
+    columns = []
+    for column in table.columns:
+        values = column.to_pylist()
+        if pa.types.is_struct(column.type):
+            values = [None if v is None else Json(v) for v in values]
+        elif pa.types.is_map(column.type):
+            values = [None if v is None else Json(dict(v)) for v in values]
+        columns.append(values)
+    return list(zip(*columns))
+
+
+@dataclasses.dataclass(frozen=True)
+class InsertStatement:
+    """Multi-row ``INSERT ... VALUES (...), (...) [ON CONFLICT ...]``, one round trip per chunk.
+
+    With ``key_indexes`` (an upsert) only the last row of each key in a chunk is sent: one
+    statement may not update the same row twice, and the last row is what a sequence of
+    single-row upserts would leave.
+    """
+
+    sql: str  # with one VALUES %s placeholder
+    key_indexes: tuple[int, ...] = ()
+
+    def send(self, cursor, table: pa.Table) -> None:
+        from psycopg2.extras import execute_values
+
+        rows = to_rows(table)
+        if self.key_indexes:
+            rows = last_per_key(rows, self.key_indexes)
+        execute_values(cursor, self.sql, rows, page_size=len(rows))
+
+
+def last_per_key(rows: list[tuple], key_indexes: Sequence[int]) -> list[tuple]:
+    """The last row of each key, in input order; rows with a NULL key never conflict and all stay."""
+    last: dict[object, int] = {}
+    for position, row in enumerate(rows):
+        key = tuple(row[i] for i in key_indexes)
+        last[position if None in key else key] = position
+    if len(last) == len(rows):
+        return rows
+    return [rows[position] for position in sorted(last.values())]
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomStatement:
+    """The user's DML with ``:column`` parameters, run once per row, batched in round trips."""
+
+    sql: str  # psycopg2 style, one %s per parameter occurrence
+    parameter_indexes: tuple[int, ...]  # input column of each %s
+    page_size: int
+
+    def send(self, cursor, table: pa.Table) -> None:
+        from psycopg2.extras import execute_batch
+
+        rows = [tuple(row[i] for i in self.parameter_indexes) for row in to_rows(table)]
+        execute_batch(cursor, self.sql, rows, page_size=self.page_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# `:name` parameters in custom SQL. Literals, quoted identifiers, comments, dollar quotes and
+# `::` casts are skipped; `%` is escaped for psycopg2.
+
+_SQL_TOKENS = re.compile(
+    r"""
+      (?P<skip> [eE]'(?:[^'\\]|\\.|'')*'      # escape string
+              | '(?:[^']|'')*'                 # string literal
+              | "(?:[^"]|"")*"                 # quoted identifier
+              | --[^\n]*                       # line comment
+              | /\*.*?\*/                      # block comment
+              | \$(?P<tag>(?:[A-Za-z_]\w*)?)\$.*?\$(?P=tag)\$   # dollar quoting
+              | ::                             # cast
+              | \w+ )                          # words (so E' is only a prefix at a word start)
+    | :(?P<name>[A-Za-z_]\w*)
+    | (?P<percent>%)
+    """,
+    re.S | re.X,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedSql:
+    psycopg: str  # %s placeholders, % escaped: for execution
+    numbered: str  # $1, $2 ... placeholders: for PREPARE, to check the statement at query start
+    names: tuple[str, ...]  # the parameter name of each %s, in order
+    distinct: tuple[str, ...]  # each name once, in the order of $1, $2 ...
+
+
+def parse_named_parameters(text: str) -> ParsedSql:
+    names: list[str] = []
+    distinct: list[str] = []
+
+    def token(match: re.Match, numbered: bool) -> str:
+        if match.group("skip") is not None:
+            return match.group(0) if numbered else match.group(0).replace("%", "%%")
+        if match.group("percent") is not None:
+            return "%" if numbered else "%%"
+        name = match.group("name")
+        if numbered:
+            if name not in distinct:
+                distinct.append(name)
+            return f"${distinct.index(name) + 1}"
+        names.append(name)
+        return "%s"
+
+    psycopg = _SQL_TOKENS.sub(lambda m: token(m, False), text)
+    numbered = _SQL_TOKENS.sub(lambda m: token(m, True), text)
+    return ParsedSql(psycopg, numbered, tuple(names), tuple(distinct))
+

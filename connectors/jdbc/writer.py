@@ -1,0 +1,202 @@
+"""One Spark partition into PostgreSQL: chunking, transactions, retries, exactly-once skip.
+
+``exactly-once`` and ``at-least-once`` write a partition in ONE transaction, so a failure never
+leaves part of it behind (a constraint violation rolls all of it back). ``exactly-once`` also
+commits a progress row in that transaction and skips keys already committed. ``none`` is Flink's
+plain JdbcSink: every chunk commits on its own.
+
+On a transient error (connection lost, server restarting, serialization failure, deadlock) the
+transaction is retried on a new connection, up to ``maxRetries`` times with back-off; the
+partition's chunks already sent are kept (Arrow, in memory) so the retry can resend them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+from connectors.core.guarantees import DeliveryGuarantee
+from connectors.core.retry import retry
+from connectors.jdbc.options import SOURCE, JdbcConnectionOptions, JdbcExecutionOptions
+from connectors.jdbc.progress import ProgressKey, ProgressTable
+from connectors.jdbc.statements import Statement
+
+log = logging.getLogger(__name__)
+
+# SQLSTATEs worth a retry on a new connection: connection exceptions (class 08), the server
+# shutting down or starting (57P0x), too many connections, serialization failure, deadlock.
+_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+
+
+class JdbcWriteError(RuntimeError):
+    """Writing failed for a reason a retry cannot fix (constraint, data, permission, ...)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    import psycopg2
+
+    if not isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)):
+        return False
+    code = getattr(exc, "pgcode", None)
+    return code is None or code.startswith(_TRANSIENT_STATES)  # no code: libpq lost the connection
+
+
+def describe(exc: BaseException, target: str) -> str:
+    """A one-paragraph error for ``exc``, naming the constraint or column PostgreSQL reported."""
+    import psycopg2
+
+    if not isinstance(exc, psycopg2.Error):
+        return f"{SOURCE}: writing to {target} failed: {exc}"
+    diag = exc.diag
+    what = "constraint violation" if isinstance(exc, psycopg2.IntegrityError) else "error"
+    text = f"{SOURCE}: writing to {target} failed ({what}"
+    text += f", constraint \"{diag.constraint_name}\"" if diag.constraint_name else ""
+    text += f", column \"{diag.column_name}\"" if diag.column_name else ""
+    text += f", SQLSTATE {exc.pgcode}): " if exc.pgcode else "): "
+    text += (diag.message_primary or str(exc)).strip().rstrip(".")
+    text += f". {diag.message_detail.strip().rstrip('.')}" if diag.message_detail else ""
+    return text + ". The partition's transaction was rolled back."
+
+
+@dataclasses.dataclass(frozen=True)
+class WritePlan:
+    """Everything a task needs, built and checked on the driver; pickled to the tasks."""
+
+    connection: JdbcConnectionOptions
+    execution: JdbcExecutionOptions
+    statement: Statement
+    target: str  # for messages
+    guarantee: DeliveryGuarantee
+    progress: ProgressTable | None  # exactly-once only
+
+
+@dataclasses.dataclass(frozen=True)
+class JdbcCommitMessage(WriterCommitMessage):
+    key: ProgressKey | None
+    rows: int
+    skipped: bool  # committed by an earlier attempt
+
+
+def connect(options: JdbcConnectionOptions):
+    """A psycopg2 connection in UTC, so timestamps land the same through COPY and INSERT."""
+    import psycopg2
+
+    connection = psycopg2.connect(**options.connect_kwargs())
+    with connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'UTC'")
+    connection.commit()
+    return connection
+
+
+def chunks(batches: Iterator[pa.RecordBatch], size: int, interval_ms: int) -> Iterator[pa.Table]:
+    """Flink's buffering: a chunk every ``size`` rows, or when ``interval_ms`` passed since the last."""
+    buffer: list[pa.RecordBatch] = []
+    buffered, last = 0, time.monotonic()
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        buffer.append(batch)
+        buffered += batch.num_rows
+        while buffered >= size:
+            table = pa.Table.from_batches(buffer)
+            yield table.slice(0, size)
+            buffer, buffered, last = table.slice(size).to_batches(), buffered - size, time.monotonic()
+        if interval_ms and buffered and (time.monotonic() - last) * 1000 >= interval_ms:
+            yield pa.Table.from_batches(buffer)
+            buffer, buffered, last = [], 0, time.monotonic()
+    if buffered:
+        yield pa.Table.from_batches(buffer)
+
+
+class PartitionWriter:
+    """Writes one partition's rows; one instance per task."""
+
+    def __init__(self, plan: WritePlan, key: ProgressKey | None):
+        self.plan = plan
+        self.key = key if plan.guarantee is DeliveryGuarantee.EXACTLY_ONCE else None
+        self._connection = None
+
+    def write(self, batches: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
+        execution = self.plan.execution
+        pending = chunks(batches, execution.batch_size, execution.batch_interval_ms)
+        first = next(pending, None)
+        if first is None:  # an empty partition needs no connection (and no progress row)
+            return JdbcCommitMessage(self.key, 0, skipped=False)
+        pending = itertools.chain([first], pending)
+        try:
+            if self.plan.guarantee is DeliveryGuarantee.NONE:
+                rows = sum(self._retrying(lambda chunk=chunk: self._commit_chunk(chunk)) for chunk in pending)
+                return JdbcCommitMessage(self.key, rows, skipped=False)
+            sent: list[pa.Table] = []
+            return self._retrying(lambda: self._commit_partition(sent, pending))
+        finally:
+            self._close()
+
+    def _retrying(self, attempt):
+        try:
+            return retry(
+                attempt, attempts=self.plan.execution.max_retries + 1, retry_on=is_transient,
+                what=f"{SOURCE}: writing to {self.plan.target}", before_retry=lambda _: self._close(),
+            )  # fmt: skip
+        except Exception as exc:
+            import psycopg2
+
+            if isinstance(exc, psycopg2.Error):
+                raise JdbcWriteError(describe(exc, self.plan.target)) from exc
+            raise
+
+    def _cursor(self):
+        if self._connection is None:
+            self._connection = connect(self.plan.connection)
+        return self._connection.cursor()
+
+    def _commit_chunk(self, chunk: pa.Table) -> int:
+        with self._cursor() as cursor:
+            self.plan.statement.send(cursor, chunk)
+        self._connection.commit()
+        return chunk.num_rows
+
+    def _commit_partition(self, sent: list[pa.Table], pending: Iterator[pa.Table]) -> JdbcCommitMessage:
+        """One attempt: resend what earlier attempts sent, send the rest, commit with the progress row."""
+        progress = self.plan.progress
+        with self._cursor() as cursor:
+            if self.key is not None and progress is not None:
+                committed = progress.claim(cursor, self.key)
+                if committed is not None:
+                    self._connection.rollback()
+                    return self._skip(committed, sent, pending)
+            for chunk in sent:
+                self.plan.statement.send(cursor, chunk)
+            for chunk in pending:
+                sent.append(chunk)  # kept before sending, so a retry resends it
+                self.plan.statement.send(cursor, chunk)
+            rows = sum(chunk.num_rows for chunk in sent)
+            if self.key is not None and progress is not None:
+                progress.record(cursor, self.key, rows)
+        self._connection.commit()
+        return JdbcCommitMessage(self.key, rows, skipped=False)
+
+    def _skip(self, committed: int, sent: list[pa.Table], pending: Iterator[pa.Table]) -> JdbcCommitMessage:
+        """The key committed earlier: check the re-execution carries as many rows, write nothing."""
+        rows = sum(chunk.num_rows for chunk in sent) + sum(chunk.num_rows for chunk in pending)
+        if rows != committed:
+            raise JdbcWriteError(
+                f"{SOURCE}: {self.key} was committed with {committed} rows, but its re-execution has {rows}: "
+                "the input of a re-executed batch must be deterministic for exactly-once (see docs/jdbc.md)"
+            )
+        log.info("%s: %s already committed (%d rows); skipped", SOURCE, self.key, rows)
+        return JdbcCommitMessage(self.key, rows, skipped=True)
+
+    def _close(self) -> None:
+        if self._connection is not None:
+            try:
+                self._connection.close()
+            except Exception:  # already broken: nothing to release
+                pass
+            self._connection = None
