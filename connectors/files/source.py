@@ -1,0 +1,401 @@
+"""``connectors.files`` read side: Flink's FileSource on Spark.
+
+``spark.read`` reads the files present now (bounded); ``spark.readStream`` keeps monitoring the
+paths and reads every new file once. Files are found by :mod:`listing`, parsed by :mod:`formats`
+(Arrow end to end), and tracked in a bounded offset (:mod:`source_state`).
+
+Planning cuts big uncompressed line files into byte ranges and big parquet files into row-group
+ranges, then packs the pieces into read tasks as Spark does: a piece is at most
+``min(maxPartitionBytes, max(4 MiB, total bytes / cores))``, so one big file keeps every core busy
+and many small files share a task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from connectors.core.filesystem import filesystem
+from connectors.core.options import OptionError
+from connectors.files.compression import codec_of
+from connectors.files.formats import FilePartition, FileSplit, ReadSpec, read_partition
+from connectors.files.listing import FileLister, FileStatus
+from connectors.files.source_options import FileSourceOptions, parse_paths
+from connectors.files.source_schema import SchemaInference, is_inferred, read_spec
+from connectors.files.source_state import SeenFiles, digest
+
+log = logging.getLogger(__name__)
+
+OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes: a file costs at least this
+SOURCE = FileSourceOptions.source_name
+
+
+def schema(options) -> StructType:
+    return SchemaInference(FileSourceOptions.from_options(options), parse_paths(options)).infer()
+
+
+def reader(options, schema: StructType) -> DataSourceReader:
+    config = FileSourceOptions.from_options(options)
+    return FileBatchReader(config, parse_paths(options), read_spec(config, schema))
+
+
+def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
+    config = FileSourceOptions.from_options(options)
+    paths = parse_paths(options)
+    if config.file_format in ("csv", "json") and is_inferred(schema):
+        raise OptionError(SOURCE, "fileFormat", config.file_format,
+                          "a stream of csv or json files needs a schema: spark.readStream.schema(...)")
+    _check_archive_dir(config, paths)
+    return FileStreamReader(config, paths, read_spec(config, schema))
+
+
+def _check_archive_dir(config: FileSourceOptions, paths: Sequence[str]) -> None:
+    if config.clean_source != "archive":
+        return
+    archive_fs, archive = filesystem(config.source_archive_dir, config.storage_options)
+    for path in paths:
+        fs, source = filesystem(path, config.storage_options)
+        if type(fs) is not type(archive_fs):
+            raise OptionError(SOURCE, "sourceArchiveDir", config.source_archive_dir,
+                              f"must be on the same filesystem as the source path {path}")
+        root = source.split("*")[0].rstrip("/")
+        if archive.rstrip("/").startswith(root + "/") or archive.rstrip("/") == root:
+            raise OptionError(SOURCE, "sourceArchiveDir", config.source_archive_dir,
+                              f"must not be inside the source path {path} (archived files would be read again)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning
+
+
+def parallelism() -> int:
+    # Planning runs in a Python worker without a SparkContext; in local mode the host's cores
+    # are Spark's default parallelism.
+    return os.cpu_count() or 1
+
+
+def _parquet_splits(file: FileStatus, max_bytes: int, storage_options: dict | None) -> list[FileSplit]:
+    fs, path = filesystem(file.path, storage_options)
+    with fs.open(path, "rb") as raw:
+        metadata = pq.ParquetFile(raw).metadata
+    splits, group, size = [], [], 0
+    for index in range(metadata.num_row_groups):
+        group_bytes = metadata.row_group(index).total_byte_size
+        if group and size + group_bytes > max_bytes:
+            splits.append(FileSplit(file.path, file.size, file.mtime_ms, 0, -1, tuple(group)))
+            group, size = [], 0
+        group.append(index)
+        size += group_bytes
+    splits.append(FileSplit(file.path, file.size, file.mtime_ms, 0, -1, tuple(group)))
+    # Byte sizes for packing: row groups are compressed on disk, spread the file size evenly.
+    return splits
+
+
+def plan(files: Sequence[FileStatus], config: FileSourceOptions, cores: int | None = None) -> list[FilePartition]:
+    """Cut files into splits and pack the splits into read tasks (Spark's maxSplitBytes rule)."""
+    if not files:
+        return []
+    total = sum(f.size + OPEN_COST_BYTES for f in files)
+    max_split = max(1, min(config.max_partition_bytes, max(OPEN_COST_BYTES, total // (cores or parallelism()))))
+    splits: list[FileSplit] = []
+    for file in files:
+        if file.size <= max_split:
+            splits.append(FileSplit(file.path, file.size, file.mtime_ms))
+        elif config.splittable_text and codec_of(file.path) is None:
+            splits.extend(
+                FileSplit(file.path, file.size, file.mtime_ms, start, min(start + max_split, file.size))
+                for start in range(0, file.size, max_split)
+            )
+        elif config.file_format == "parquet":
+            splits.extend(_parquet_splits(file, max_split, config.storage_options))
+        else:
+            splits.append(FileSplit(file.path, file.size, file.mtime_ms))
+    return _pack(splits, max_split)
+
+
+def _cost(split: FileSplit) -> int:
+    if split.row_groups is not None:
+        return OPEN_COST_BYTES + split.size // max(1, len(split.row_groups))
+    return OPEN_COST_BYTES + split.length
+
+
+def _pack(splits: list[FileSplit], max_split: int) -> list[FilePartition]:
+    """Spark's next-fit packing, biggest pieces first."""
+    partitions, current, size = [], [], 0
+    for split in sorted(splits, key=_cost, reverse=True):
+        if current and size + _cost(split) > max_split:
+            partitions.append(FilePartition(current))
+            current, size = [], 0
+        current.append(split)
+        size += _cost(split)
+    if current:
+        partitions.append(FilePartition(current))
+    return partitions
+
+
+def _lister(config: FileSourceOptions, paths: Sequence[str]) -> FileLister:
+    return FileLister(paths, recursive=config.recursive_file_lookup, name_glob=config.path_glob_filter,
+                      storage_options=config.storage_options)
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch
+
+
+class FileBatchReader(DataSourceReader):
+    def __init__(self, config: FileSourceOptions, paths: Sequence[str], spec: ReadSpec):
+        self.config, self.paths, self.spec = config, list(paths), spec
+
+    def partitions(self) -> Sequence[InputPartition]:
+        files = sorted(_lister(self.config, self.paths).list().values(), key=lambda f: f.path)
+        return plan(files, self.config)
+
+    def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.spec, partition)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream
+
+
+class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Kept cheap to build and to pickle: the monitor is created on first use, on the driver."""
+
+    def __init__(self, config: FileSourceOptions, paths: Sequence[str], spec: ReadSpec):
+        self.config, self.paths, self.spec = config, list(paths), spec
+        self._monitor: DirectoryMonitor | None = None
+
+    @property
+    def monitor(self) -> DirectoryMonitor:
+        if self._monitor is None:
+            self._monitor = DirectoryMonitor(self.config, self.paths)
+        return self._monitor
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_monitor": None}
+
+    def initialOffset(self) -> dict:
+        return SeenFiles().to_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.config.max_files_per_trigger is not None:
+            return ReadMaxFiles(self.config.max_files_per_trigger)
+        if self.config.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.config.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self.monitor.latest(start, limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.monitor.freeze()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return plan(self.monitor.batch_files(start, end), self.config)
+
+    def commit(self, end: dict) -> None:
+        self.monitor.committed(end)
+
+    def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.spec, partition)
+
+
+class DirectoryMonitor:
+    """The driver side of a stream: throttled listings, admission, batch files, cleanup.
+
+    Lives as long as the query's driver-side reader. Besides the listing it remembers which
+    paths it has already judged in this run, so each trigger only examines names it has not
+    settled yet, and it never rebuilds a state it has just produced.
+    """
+
+    def __init__(self, config: FileSourceOptions, paths: Sequence[str]):
+        self.config = config
+        self.lister = _lister(config, paths)
+        self.lateness_ms = int(config.allowed_lateness.total_seconds() * 1000)
+        self._listing: dict[str, FileStatus] | None = None
+        self._listed_at = 0.0
+        self._listings = 0
+        self._frozen: dict[str, FileStatus] | None = None
+        self._digests: dict[str, bytes] = {}
+        self._judged: set[str] = set()  # paths looked at in this run (late files are counted once)
+        self._settled: set[str] = set()  # paths that can never be new again
+        self._states: dict[str, SeenFiles] = {}  # offset["seen"] -> decoded state (small LRU)
+        self._batches: dict[str, list[FileStatus]] = {}  # end offset["seen"] -> files of that batch
+        self._last_answer: tuple[tuple, dict] | None = None
+
+    # -- listing ---------------------------------------------------------------------------------
+
+    def _list(self, force: bool = False) -> dict[str, FileStatus]:
+        if self._frozen is not None:
+            return self._frozen
+        interval = self.config.discovery_interval.total_seconds()
+        if force or self._listing is None or time.monotonic() - self._listed_at >= interval:
+            self._listing = self.lister.list()
+            self._listed_at = time.monotonic()
+            self._listings += 1
+            # Forget paths that disappeared (cleanSource, deletes) so memory follows the directory.
+            self._judged &= self._listing.keys()
+            self._settled &= self._listing.keys()
+            self._digests = {p: d for p, d in self._digests.items() if p in self._listing}
+        return self._listing
+
+    def _digest(self, path: str) -> bytes:
+        found = self._digests.get(path)
+        if found is None:
+            found = self._digests[path] = digest(path)
+        return found
+
+    def freeze(self) -> None:
+        """Trigger.AvailableNow: only the files visible now are read, then the query ends."""
+        self._frozen = None
+        self._frozen = dict(self._list(force=True))
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    def _state(self, offset: dict) -> SeenFiles:
+        key = offset["seen"]
+        state = self._states.get(key)
+        if state is None:
+            state = SeenFiles.from_offset(offset)
+            self._remember(key, state)
+        return state
+
+    def _remember(self, key: str, state: SeenFiles) -> None:
+        self._states[key] = state
+        while len(self._states) > 4:
+            del self._states[next(iter(self._states))]
+
+    def latest(self, start: dict, limit: ReadLimit) -> dict:
+        listing = self._list()
+        question = (id(listing), start["seen"], start["lateFiles"], repr(limit))
+        if self._last_answer is not None and self._last_answer[0] == question:
+            return self._last_answer[1]  # the driver polls every ~10 ms: same listing, same answer
+        end = self._latest(start, listing, limit)
+        self._last_answer = (question, end)
+        return end
+
+    def _latest(self, start: dict, listing: dict[str, FileStatus], limit: ReadLimit) -> dict:
+        state = self._state(start)
+        late = state.late_files + self._count_late(state, listing)
+        candidates = self._candidates(state, listing)
+        admitted = self._admit(candidates, limit)
+        if not admitted and late == state.late_files:
+            return start
+        end_state = state.admit(((self._digest(f.path), f.mtime_ms) for f in admitted), self.lateness_ms, late)
+        end = end_state.to_offset()
+        self._remember(end["seen"], end_state)
+        self._batches[end["seen"]] = admitted
+        while len(self._batches) > 16:  # offsets computed but never run (a later call won)
+            del self._batches[next(iter(self._batches))]
+        return end
+
+    def _count_late(self, state: SeenFiles, listing: dict[str, FileStatus]) -> int:
+        fresh = listing.keys() - self._judged
+        self._judged |= fresh
+        if self._listings <= 1 or state.watermark is None:
+            return 0  # at (re)start old files are indistinguishable from files read long ago
+        late = 0
+        for path in fresh:
+            status = listing[path]
+            if state.is_late(status, self.lateness_ms) and self._digest(path) not in state.seen:
+                late += 1
+                log.warning("connectors.files: skipping %s: modified %d ms before the watermark, more than "
+                            "allowedLateness allows", path, state.watermark - status.mtime_ms)
+        return late
+
+    def _candidates(self, state: SeenFiles, listing: dict[str, FileStatus]) -> list[FileStatus]:
+        newest = max((f.mtime_ms for f in listing.values()), default=0)
+        oldest_allowed = None if self.config.max_file_age is None else newest - self.config.max_file_age.total_seconds() * 1000
+        candidates = []
+        for path in listing.keys() - self._settled:
+            status = listing[path]
+            if not state.is_new(status, self.lateness_ms, self._digest(path)) or (
+                oldest_allowed is not None and status.mtime_ms < oldest_allowed
+            ):
+                self._settled.add(path)
+            else:
+                candidates.append(status)
+        if self.config.latest_first:
+            candidates.sort(key=lambda f: (-f.mtime_ms, f.path))
+        else:
+            candidates.sort(key=lambda f: (f.mtime_ms, f.path))
+        return candidates
+
+    @staticmethod
+    def _admit(candidates: list[FileStatus], limit: ReadLimit) -> list[FileStatus]:
+        if isinstance(limit, ReadMaxFiles):
+            return candidates[: limit.max_files]
+        if isinstance(limit, ReadMaxBytes):
+            taken, size = [], 0
+            for file in candidates:
+                if taken and size + file.size > limit.max_bytes:
+                    break
+                taken.append(file)
+                size += file.size
+            return taken
+        return candidates
+
+    # -- batches -----------------------------------------------------------------------------------
+
+    def batch_files(self, start: dict, end: dict) -> list[FileStatus]:
+        """The files of ``(start, end]``: remembered, or re-found by digest after a restart."""
+        files = self._batches.get(end["seen"])
+        if files is not None:
+            return files
+        wanted = self._state(start).batch(self._state(end))
+        if not wanted:
+            return []
+        listing = self._list(force=True)
+        files = sorted((f for p, f in listing.items() if self._digest(p) in wanted), key=lambda f: (f.mtime_ms, f.path))
+        if len(files) != len(wanted):
+            raise FileNotFoundError(
+                f"{SOURCE}: {len(wanted) - len(files)} of the {len(wanted)} files of the batch being "
+                "replayed after a restart are gone; they were deleted or moved outside the source"
+            )
+        self._batches[end["seen"]] = files
+        return files
+
+    def committed(self, end: dict) -> None:
+        files = self._batches.pop(end["seen"], None)
+        if files and self.config.clean_source != "off":
+            SourceCleaner(self.config).clean(files)
+
+
+class SourceCleaner:
+    """cleanSource: archive or delete the files of a committed batch; failures are only logged."""
+
+    def __init__(self, config: FileSourceOptions):
+        self.config = config
+
+    def clean(self, files: Sequence[FileStatus]) -> None:
+        for file in files:
+            try:
+                fs, path = filesystem(file.path, self.config.storage_options)
+                if self.config.clean_source == "delete":
+                    fs.rm(path)
+                else:
+                    target = self._archived(path)
+                    fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+                    fs.mv(path, target)
+            except OSError as exc:
+                log.warning("connectors.files: cleanSource=%s failed for %s: %s", self.config.clean_source, file.path, exc)
+
+    def _archived(self, path: str) -> str:
+        # As Spark: the archive keeps the file's full path under sourceArchiveDir (no collisions).
+        archive_fs, archive = filesystem(self.config.source_archive_dir, self.config.storage_options)
+        return archive.rstrip("/") + "/" + path.lstrip("/")
+
