@@ -1,0 +1,322 @@
+"""connectors.jdbc without Spark: options, SQL parsing, and the partition writer against the real
+PostgreSQL (the exact code a Spark task runs): transactions, retries after a killed connection or
+a restarted server, exactly-once skips, constraint violations."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from connectors.core.guarantees import DeliveryGuarantee
+from connectors.core.options import OptionError
+from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
+from connectors.jdbc.options import libpq_dsn, redact_url
+from connectors.jdbc.progress import ProgressKey
+from connectors.jdbc.sink import plan_write
+from connectors.jdbc.statements import last_per_key, parse_named_parameters
+from connectors.jdbc.table import parse_table_name
+from connectors.jdbc.writer import JdbcWriteError, PartitionWriter, chunks
+
+SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
+
+
+def arrow_batches(first: int, count: int, size: int) -> list[pa.RecordBatch]:
+    ids = list(range(first, first + count))
+    return [
+        pa.RecordBatch.from_pydict({"id": ids[i : i + size], "name": [f"n{v}" for v in ids[i : i + size]]})
+        for i in range(0, count, size)
+    ]
+
+
+def wait_until(condition, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return result
+
+
+@pytest.fixture
+def pg(postgres_dsn):
+    connection = psycopg2.connect(postgres_dsn)
+    connection.autocommit = True
+    yield connection.cursor()
+    connection.close()
+
+
+@pytest.fixture
+def table(pg, unique) -> str:
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text CHECK (name <> 'bad'))")
+    return unique
+
+
+def count(pg, table: str) -> tuple[int, int]:
+    pg.execute(f"SELECT count(*), count(DISTINCT id) FROM {table}")
+    return pg.fetchone()
+
+
+def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWriter, ProgressKey]:
+    raw = {"url": f"{dsn}?application_name={app}", "dbtable": table, "batchSize": "100", **options}
+    _, plan, name = plan_write(raw, SCHEMA, False)
+    key = ProgressKey(f"test:{name}", 7, 0)
+    return PartitionWriter(plan, key), key
+
+
+# --- options ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"dbtable": "t"}, "option 'url': required option is missing"),
+        ({"url": "jdbc:mysql://h/db", "dbtable": "t"}, "option 'url' = 'jdbc:mysql://h/db': expected jdbc:postgresql"),
+        ({"url": "jdbc:postgresql://h/db?fancy=1", "dbtable": "t"}, "URL parameter 'fancy' is not supported"),
+        ({"url": "postgresql://h/db"}, "give exactly one of 'dbtable' and 'sql'"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sql": "x"}, "give exactly one of 'dbtable' and 'sql'"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "batchSize": "0"}, "option 'batchSize' = '0': must be greater than 0"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "maxRetries": "-1"}, "option 'maxRetries' = '-1': must not be negative"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "mode": "merge"}, "option 'mode' = 'merge': expected one of append, upsert"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "keyColumns": "id"}, "option 'keyColumns' = ('id',): only used with mode 'upsert'"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "deliveryGuarantee": "twice"}, "option 'deliveryGuarantee' = 'twice'"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "batchsise": "5"}, "unknown option; did you mean 'batchSize'?"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sslfoo": "1"}, "option 'sslfoo': unknown option; SSL options are"),
+    ],
+)
+def test_bad_options_name_option_and_value(options, message):
+    with pytest.raises(OptionError) as info:
+        JdbcSinkOptions.from_options(options)
+    assert message in str(info.value)
+
+
+def test_password_never_shown():
+    secret = "s3cr3t-pw"
+    config = JdbcSinkOptions.from_options(
+        {"url": f"jdbc:postgresql://h/db?user=u&password={secret}", "password": secret, "dbtable": "t", "sslpassword": secret}
+    )
+    assert secret not in repr(config) and secret not in repr(config.connection)
+    with pytest.raises(OptionError) as info:
+        JdbcSinkOptions.from_options({"url": f"jdbc:oracle://u:{secret}@h/db", "dbtable": "t"})
+    assert secret not in str(info.value) and "u:***@h" in str(info.value)
+    with pytest.raises(OptionError) as info:
+        JdbcSinkOptions.from_options({"url": "postgresql://h/db", "dbtable": "t", "password": secret, "batchSize": "x"})
+    assert secret not in str(info.value)
+    assert redact_url(f"postgresql://u:{secret}@h:5/db?sslpassword={secret}") == "postgresql://u:***@h:5/db?sslpassword=***"
+
+
+def test_jdbc_url_becomes_libpq_dsn():
+    assert libpq_dsn("jdbc:postgresql://h:5433/db?user=u&ssl=true&ApplicationName=app&currentSchema=s&prepareThreshold=0") == (
+        "postgresql://h:5433/db?user=u&sslmode=require&application_name=app&options=-csearch_path%3Ds"
+    )
+    assert libpq_dsn("jdbc:postgresql:db") == "postgresql://localhost/db"
+    assert libpq_dsn("postgresql://u@h/db?sslmode=verify-full") == "postgresql://u@h/db?sslmode=verify-full"
+
+
+def test_typed_options_render_to_the_same_string_options():
+    connection = JdbcConnectionOptions(url="jdbc:postgresql://h/db", username="u", password="p")
+    execution = JdbcExecutionOptions(batch_size=1000, batch_interval_ms=200, max_retries=5)
+    assert {**connection.to_options(), **execution.to_options()} == {
+        "url": "jdbc:postgresql://h/db", "user": "u", "password": "p",
+        "batchSize": "1000", "batchIntervalMs": "200", "maxRetries": "5",
+    }  # fmt: skip
+    sink = JdbcSinkOptions(url="postgresql://h/db", dbtable="t", mode="upsert", delivery_guarantee="at-least-once")
+    assert JdbcSinkOptions.from_options(sink.to_options()) == sink
+    assert sink.execution == JdbcExecutionOptions()  # Flink's defaults: 5000 rows, no interval, 3 retries
+    with pytest.raises(OptionError, match="'batchSize' = 0: must be greater than 0"):
+        JdbcExecutionOptions(batch_size=0)
+
+
+# --- SQL text ---------------------------------------------------------------------------------
+
+
+def test_table_names_follow_sql_quoting():
+    assert parse_table_name("Events") == ("events",)
+    assert parse_table_name('Sales."Odd ""x"".y"') == ("sales", 'Odd "x".y')
+    for bad in ("a.b.c", "a.", "a; DROP TABLE x", '""'):
+        with pytest.raises(ValueError):
+            parse_table_name(bad)
+
+
+def test_named_parameters_skip_literals_comments_and_casts():
+    parsed = parse_named_parameters(
+        "UPDATE t SET v = :v::int || ':x' || $$:y$$ WHERE id = :id /* :z */ AND s LIKE '5%' AND w = :v -- :q"
+    )
+    assert parsed.psycopg == "UPDATE t SET v = %s::int || ':x' || $$:y$$ WHERE id = %s /* :z */ AND s LIKE '5%%' AND w = %s -- :q"
+    assert parsed.numbered == "UPDATE t SET v = $1::int || ':x' || $$:y$$ WHERE id = $2 /* :z */ AND s LIKE '5%' AND w = $1 -- :q"
+    assert parsed.names == ("v", "id", "v") and parsed.distinct == ("v", "id")
+
+
+def test_chunks_by_size_and_interval():
+    sizes = [c.num_rows for c in chunks(iter(arrow_batches(0, 1050, 70)), 250, 0)]
+    assert sizes == [250, 250, 250, 250, 50]
+
+    def slow() -> Iterator[pa.RecordBatch]:
+        for batch in arrow_batches(0, 30, 10):
+            yield batch
+            time.sleep(0.06)
+
+    # checked as batches arrive: the 2nd comes 60 ms after the start, so the first send holds 20
+    assert [c.num_rows for c in chunks(slow(), 1000, 50)] == [20, 10]
+
+
+def test_upsert_keeps_the_last_row_per_key():
+    rows = [(1, "a"), (2, "b"), (1, "c"), (None, "x"), (None, "y")]
+    assert last_per_key(rows, [0]) == [(2, "b"), (1, "c"), (None, "x"), (None, "y")]
+
+
+# --- the partition writer against PostgreSQL --------------------------------------------------
+
+
+def test_exactly_once_skips_a_committed_key_and_detects_changed_input(postgres_dsn, pg, table, unique):
+    writer, key = make_writer(postgres_dsn, table, unique)
+    message = writer.write(iter(arrow_batches(0, 1000, 300)))
+    assert (message.rows, message.skipped) == (1000, False)
+    again = make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 1000, 300)))
+    assert (again.rows, again.skipped) == (1000, True)
+    assert count(pg, table) == (1000, 1000)
+    with pytest.raises(JdbcWriteError, match="committed with 1000 rows, but its re-execution has 999"):
+        make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 999, 300)))
+    pg.execute("SELECT row_count FROM connectors_jdbc_progress WHERE sink_id = %s", (key.sink_id,))
+    assert pg.fetchall() == [(1000,)]
+
+
+def test_at_least_once_writes_no_progress_row(postgres_dsn, pg, table, unique):
+    writer, key = make_writer(postgres_dsn, table, unique, deliveryGuarantee="at-least-once")
+    assert writer.write(iter(arrow_batches(0, 500, 100))).rows == 500
+    pg.execute("SELECT count(*) FROM connectors_jdbc_progress WHERE sink_id = %s", (key.sink_id,))
+    assert pg.fetchone() == (0,) and count(pg, table) == (500, 500)
+
+
+def test_constraint_violation_rolls_back_the_whole_partition(postgres_dsn, pg, table, unique):
+    batches = arrow_batches(0, 1000, 100)
+    batches[7] = pa.RecordBatch.from_pydict({"id": [700], "name": ["bad"]})  # after 7 chunks were sent
+    writer, key = make_writer(postgres_dsn, table, unique)
+    with pytest.raises(JdbcWriteError) as info:
+        writer.write(iter(batches))
+    assert f'constraint "{table}_name_check"' in str(info.value) and "rolled back" in str(info.value)
+    assert count(pg, table) == (0, 0)
+    pg.execute("SELECT count(*) FROM connectors_jdbc_progress WHERE sink_id = %s", (key.sink_id,))
+    assert pg.fetchone() == (0,)
+
+
+def test_guarantee_none_commits_each_chunk(postgres_dsn, pg, table, unique):
+    batches = arrow_batches(0, 300, 100) + [pa.RecordBatch.from_pydict({"id": [0], "name": ["dup"]})]
+    writer, _ = make_writer(postgres_dsn, table, unique, deliveryGuarantee="none")
+    with pytest.raises(JdbcWriteError, match=f'constraint "{table}_pkey"'):
+        writer.write(iter(batches))
+    assert count(pg, table) == (300, 300)  # Flink's plain JdbcSink: what was flushed stays
+
+
+def disrupted(batches: list[pa.RecordBatch], disrupt) -> Iterator[pa.RecordBatch]:
+    """Yield the first batch, let the writer send it, call ``disrupt()``, yield the rest."""
+    yield batches[0]
+    disrupt()
+    yield from batches[1:]
+
+
+def open_transaction(cursor, app: str) -> list[int]:
+    cursor.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'idle in transaction'", (app,)
+    )
+    return [pid for (pid,) in cursor.fetchall()]
+
+
+def test_killed_connection_mid_partition_is_retried_without_duplicates(postgres_dsn, pg, table, unique, caplog):
+    def kill() -> None:
+        pids = wait_until(lambda: open_transaction(pg, unique), what="the writer's open transaction")
+        pg.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+
+    writer, _ = make_writer(postgres_dsn, table, unique)
+    with caplog.at_level(logging.WARNING, logger="connectors.core.retry"):
+        message = writer.write(disrupted(arrow_batches(0, 1000, 100), kill))
+    assert message.rows == 1000 and count(pg, table) == (1000, 1000)
+    assert any("attempt 1 of 4" in r.getMessage() for r in caplog.records)
+
+
+class PrivateServer:
+    """A PostgreSQL cluster of this test alone, so restarting it disturbs no other test."""
+
+    def __init__(self, runtime_dir: Path):
+        from connectors.testing.postgres_server import PostgresServer
+
+        self.server = PostgresServer(runtime_dir)
+        self.dsn = self.server.start()
+        self.pg_ctl = max(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+        self.owner = {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
+
+    def ctl(self, *args: str) -> None:
+        data = self.server.data_dir
+        subprocess.run([self.pg_ctl, "-D", str(data), "-l", str(data / "restart.log"), "-w", *args], check=True,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/", **self.owner)  # fmt: skip
+
+    def close(self) -> None:
+        self.ctl("-m", "immediate", "stop")
+        self.server.state_file.unlink(missing_ok=True)
+        shutil.rmtree(self.server.data_dir.parent if os.geteuid() == 0 else self.server.data_dir, ignore_errors=True)
+
+
+def test_server_restart_mid_partition_is_retried_without_duplicates(tmp_path, unique, caplog):
+    server = PrivateServer(tmp_path / "pg")
+    try:
+        admin = psycopg2.connect(server.dsn)
+        admin.autocommit = True
+        admin.cursor().execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text)")
+
+        def restart() -> None:
+            wait_until(lambda: open_transaction(admin.cursor(), unique), what="the writer's open transaction")
+            server.ctl("-m", "fast", "restart")
+
+        writer, _ = make_writer(server.dsn, unique, unique)
+        with caplog.at_level(logging.WARNING, logger="connectors.core.retry"):
+            message = writer.write(disrupted(arrow_batches(0, 1000, 100), restart))
+        assert message.rows == 1000
+        with psycopg2.connect(server.dsn) as check, check.cursor() as cursor:
+            assert count(cursor, unique) == (1000, 1000)
+        assert any("attempt 1 of 4" in r.getMessage() for r in caplog.records)
+    finally:
+        server.close()
+
+
+def test_concurrent_attempts_at_one_key_write_once(postgres_dsn, pg, table, unique):
+    """A speculative copy or zombie running alongside: the second waits on the first's progress
+    row, then finds it committed and skips."""
+    first_app, second_app = unique + "a", unique + "b"
+
+    def hold_until_second_waits() -> None:
+        wait_until(lambda: pg.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'", (second_app,)
+        ) or pg.fetchall(), what="the second attempt to wait for the first")  # fmt: skip
+
+    first, _ = make_writer(postgres_dsn, table, first_app)
+    second, _ = make_writer(postgres_dsn, table, second_app)
+    results = {}
+    started = threading.Event()
+
+    def run_first() -> None:
+        def batches():
+            yield from arrow_batches(0, 100, 100)
+            started.set()
+            hold_until_second_waits()
+            yield from arrow_batches(100, 400, 100)
+
+        results["first"] = first.write(batches())
+
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    assert started.wait(60)
+    results["second"] = second.write(iter(arrow_batches(0, 500, 100)))
+    thread.join(60)
+    assert (results["first"].skipped, results["second"].skipped) == (False, True)
+    assert count(pg, table) == (500, 500)
