@@ -246,6 +246,9 @@ class DirectoryMonitor:
         if force or self._listing is None or time.monotonic() - self._listed_at >= interval:
             self._listing = self.lister.list()
             self._listed_at = time.monotonic()
+            if self._listings == 0:
+                # At (re)start old files are indistinguishable from files read long ago: none is late.
+                self._judged = set(self._listing)
             self._listings += 1
             # Forget paths that disappeared (cleanSource, deletes) so memory follows the directory.
             self._judged &= self._listing.keys()
@@ -306,8 +309,8 @@ class DirectoryMonitor:
     def _count_late(self, state: SeenFiles, listing: dict[str, FileStatus]) -> int:
         fresh = listing.keys() - self._judged
         self._judged |= fresh
-        if self._listings <= 1 or state.watermark is None:
-            return 0  # at (re)start old files are indistinguishable from files read long ago
+        if state.watermark is None:
+            return 0
         late = 0
         for path in fresh:
             status = listing[path]
@@ -353,6 +356,8 @@ class DirectoryMonitor:
 
     def batch_files(self, start: dict, end: dict) -> list[FileStatus]:
         """The files of ``(start, end]``: remembered, or re-found by digest after a restart."""
+        if start["seen"] == end["seen"]:
+            return []
         files = self._batches.get(end["seen"])
         if files is not None:
             return files

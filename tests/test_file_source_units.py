@@ -1,0 +1,314 @@
+"""connectors.files source without Spark: splits, formats, compression, modes, state, monitoring."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from datetime import timedelta
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from connectors.core.options import OptionError
+from connectors.files.compression import CODECS, compressing
+from connectors.files.formats import CorruptFileError, FileSplit, MalformedRecordError, read_partition
+from connectors.files.listing import FileLister, FileStatus
+from connectors.files.source import DirectoryMonitor, plan
+from connectors.files.source_options import FileSourceOptions, parse_paths
+from connectors.files.source_schema import read_spec
+from connectors.files.source_state import SeenFiles, digest
+
+TEXT = StructType([StructField("value", StringType())])
+AB = StructType([StructField("a", LongType()), StructField("b", StringType())])
+AB_CORRUPT = StructType([*AB.fields, StructField("_corrupt_record", StringType())])
+
+
+def config(**options) -> FileSourceOptions:
+    return FileSourceOptions.from_options({k: str(v) for k, v in options.items()})
+
+
+def read_all(path: str, schema: StructType, partitions=None, **options) -> list[dict]:
+    cfg = config(**options)
+    spec = read_spec(cfg, schema)
+    if partitions is None:
+        partitions = plan(list(FileLister([path]).list().values()), cfg)
+    return [row for p in partitions for batch in read_partition(spec, p) for row in batch.to_pylist()]
+
+
+def status(path) -> FileStatus:
+    stat = os.stat(path)
+    return FileStatus(str(path), stat.st_size, stat.st_mtime_ns // 1_000_000)
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits
+
+
+def test_byte_range_splits_read_every_line_exactly_once(tmp_path):
+    rng = random.Random(5)
+    lines = [("x" * rng.choice([0, 1, 2, 7, 300, 5000])) + f"#{i}" for i in range(3000)]
+    lines[17] = ""  # empty lines are lines too
+    data = "\n".join(lines)  # no newline after the last line
+    path = tmp_path / "big.txt"
+    path.write_text(data)
+    size = path.stat().st_size
+    for trial in range(25):
+        cuts = sorted(rng.sample(range(1, size), rng.randint(1, 40)))
+        bounds = [0, *cuts, size]
+        splits = [FileSplit(str(path), size, 0, s, e) for s, e in zip(bounds, bounds[1:])]
+        from connectors.files.formats import FilePartition
+
+        rows = read_all(str(path), TEXT, [FilePartition([s]) for s in splits], fileFormat="text")
+        assert [r["value"] for r in rows] == lines, f"trial {trial}, cuts {cuts}"
+
+
+def test_planner_splits_big_files_and_packs_small_ones(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_text("".join(json.dumps({"a": i, "b": "v" * (i % 50)}) + "\n" for i in range(60_000)))
+    for i in range(5):
+        (tmp_path / f"small{i}.json").write_text(json.dumps({"a": -i, "b": "s"}) + "\n")
+    cfg = config(fileFormat="json", maxPartitionBytes="256k")
+    files = list(FileLister([str(tmp_path)]).list().values())
+    partitions = plan(files, cfg, cores=2)
+    big_pieces = [s for p in partitions for s in p.splits if s.path == str(big)]
+    assert len(big_pieces) > 4 and all(s.end > s.start for s in big_pieces)
+    rows = read_all(str(tmp_path), AB, partitions, fileFormat="json")
+    assert sorted(r["a"] for r in rows) == sorted([*range(60_000), *(-i for i in range(5))])
+
+
+def test_compressed_files_are_never_split(tmp_path):
+    path = tmp_path / "big.txt.gz"
+    path.write_bytes(compressing(b"".join(b"%d\n" % i for i in range(300_000)), "gzip"))
+    cfg = config(fileFormat="text", maxPartitionBytes="16k")
+    [partition] = plan([status(path)], cfg, cores=2)
+    assert [(s.start, s.end) for s in partition.splits] == [(0, -1)]
+
+
+def test_parquet_splits_by_row_groups(tmp_path):
+    path = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"a": list(range(100_000)), "b": [str(i) for i in range(100_000)]}), path, row_group_size=10_000)
+    cfg = config(fileFormat="parquet", maxPartitionBytes="200k")
+    partitions = plan([status(path)], cfg, cores=2)
+    groups = sorted(g for p in partitions for s in p.splits for g in s.row_groups)
+    assert len(partitions) > 1 and groups == list(range(10))
+    rows = read_all(str(path), AB, partitions, fileFormat="parquet")
+    assert sorted(r["a"] for r in rows) == list(range(100_000))
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats and compression
+
+
+@pytest.mark.parametrize("suffix", sorted(CODECS))
+def test_every_codec_every_line_format(tmp_path, suffix):
+    text = "".join(f"line {i}\n" for i in range(1000)).encode()
+    csv = "a,b\n" + "".join(f"{i},v{i}\n" for i in range(1000))
+    jsonl = "".join(json.dumps({"a": i, "b": f"v{i}"}) + "\n" for i in range(1000))
+    for name, content in (("t", text), ("c", csv.encode()), ("j", jsonl.encode())):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"data{suffix}").write_bytes(compressing(content, CODECS[suffix]))
+    assert [r["value"] for r in read_all(str(tmp_path / "t"), TEXT, fileFormat="text")] == [f"line {i}" for i in range(1000)]
+    expected = [{"a": i, "b": f"v{i}"} for i in range(1000)]
+    assert read_all(str(tmp_path / "c"), AB, fileFormat="csv", header="true") == expected
+    assert read_all(str(tmp_path / "j"), AB, fileFormat="json") == expected
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bz2", "xz", "deflate", "zstd"])
+def test_truncated_compressed_file_names_the_file_or_is_skipped(tmp_path, codec):
+    data = compressing(b"".join(b"%d\n" % i for i in range(200_000)), codec)
+    suffix = next(s for s, c in CODECS.items() if c == codec)
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptFileError, match=f"corrupt or truncated file {path}"):
+        read_all(str(path), TEXT, fileFormat="text")
+    rows = read_all(str(path), TEXT, fileFormat="text", ignoreCorruptFiles="true")
+    assert len(rows) < 200_000 and [r["value"] for r in rows] == [str(i) for i in range(len(rows))]
+
+
+def test_text_strips_crlf_and_keeps_empty_lines(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"one\r\n\r\ntwo\nthree")
+    assert [r["value"] for r in read_all(str(tmp_path), TEXT, fileFormat="text")] == ["one", "", "two", "three"]
+
+
+def test_csv_options_and_metadata_columns(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("a;b\n1;'p;q'\n2;NA\n")
+    schema = StructType([*AB.fields, StructField("file", StringType()), StructField("mtime", StructType().add("x", StringType()))])
+    with pytest.raises(OptionError, match="fileModificationTimeColumn.*must be timestamp"):
+        read_spec(config(fileFormat="csv", filePathColumn="file", fileModificationTimeColumn="mtime"), schema)
+    from pyspark.sql.types import TimestampType
+
+    schema = StructType([*AB.fields, StructField("file", StringType()), StructField("mtime", TimestampType())])
+    rows = read_all(str(path), schema, fileFormat="csv", header="true", sep=";", quote="'", nullValue="NA",
+                    filePathColumn="file", fileModificationTimeColumn="mtime")
+    assert [(r["a"], r["b"], r["file"]) for r in rows] == [(1, "p;q", str(path)), (2, None, str(path))]
+    assert abs(rows[0]["mtime"].timestamp() - path.stat().st_mtime) < 0.01
+
+
+MALFORMED_CSV = "1,ok\nnot-a-number,bad\n3,ok\n4,too,many\n5,ok\n"
+MALFORMED_JSON = '{"a": 1, "b": "ok"}\n{"a": "x", "b": "bad type"}\n{"a": 3, "b": "ok"}\n{broken\n{"a": 5, "b": "ok"}\n'
+
+
+@pytest.mark.parametrize("fmt, content", [("csv", MALFORMED_CSV), ("json", MALFORMED_JSON)])
+def test_malformed_records_in_each_mode(tmp_path, fmt, content):
+    path = tmp_path / f"m.{fmt}"
+    path.write_text(content)
+    rows = read_all(str(path), AB_CORRUPT, fileFormat=fmt)  # PERMISSIVE
+    good = sorted(r["a"] for r in rows if r["_corrupt_record"] is None)
+    corrupt = [r for r in rows if r["_corrupt_record"] is not None]
+    assert good == [1, 3, 5] and len(corrupt) == 2
+    assert all(r["a"] is None and r["b"] is None for r in corrupt)
+    assert {r["_corrupt_record"] for r in corrupt} == {line for line in content.splitlines() if "bad" in line or "many" in line or "broken" in line}
+    assert sorted(r["a"] for r in read_all(str(path), AB, fileFormat=fmt, mode="DROPMALFORMED")) == [1, 3, 5]
+    with pytest.raises(MalformedRecordError, match=rf"malformed record in {path}, line 2 \(mode FAILFAST\)"):
+        read_all(str(path), AB, fileFormat=fmt, mode="failfast")
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing and filesystems
+
+
+def test_listing_skips_hidden_and_filters_names(tmp_path):
+    for name in ["a.csv", "b.txt", "sub/c.csv", "_tmp/d.csv", ".hidden.csv", "sub/.e.csv", "sub/_f.csv", "sub/deep/g.csv"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    names = lambda lister: sorted(os.path.relpath(p, tmp_path) for p in lister.list())  # noqa: E731
+    assert names(FileLister([str(tmp_path)])) == ["a.csv", "b.txt", "sub/c.csv", "sub/deep/g.csv"]
+    assert names(FileLister([str(tmp_path)], name_glob="*.csv", recursive=False)) == ["a.csv"]
+    assert names(FileLister([f"file://{tmp_path}/*/c.csv", str(tmp_path / "b.txt")])) == ["b.txt", "sub/c.csv"]
+    assert FileLister([str(tmp_path / "missing")]).list() == {}
+
+
+def test_memory_filesystem_list_and_read(unique):
+    fs = fsspec.filesystem("memory")
+    fs.pipe(f"/{unique}/x.json", b'{"a": 1, "b": "m"}\n')
+    fs.pipe(f"/{unique}/_ignored.json", b"garbage\n")
+    files = FileLister([f"memory://{unique}"]).list()
+    assert list(files) == [f"memory:///{unique}/x.json"]
+    assert read_all(f"memory://{unique}", AB, fileFormat="json") == [{"a": 1, "b": "m"}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Offset state and monitoring
+
+
+def test_state_stays_bounded_and_reconstructs_batches():
+    lateness = 60_000
+    state, sizes = SeenFiles(), []
+    for batch in range(50):  # 100 files per batch, 10 s of modification time apart
+        files = [(digest(f"/d/{batch}-{i}"), batch * 10_000 + i) for i in range(100)]
+        end = state.admit(files, lateness, 0)
+        restored = SeenFiles.from_offset(json.loads(json.dumps(end.to_offset())))
+        assert state.batch(restored) == {d for d, _ in files}
+        state = restored
+        sizes.append(len(state.seen))
+    assert max(sizes) <= 800  # the window (6 batches) + the current batch, not 5000
+    old = FileStatus("/d/0-0", 1, 0)
+    assert not state.is_new(old, lateness, digest(old.path)) and state.is_late(old, lateness)
+
+
+def write_file(directory, name, content="x\n", mtime=None):
+    """Write elsewhere, then rename in (atomic), as producers should."""
+    staging = directory.parent / f"staging-{directory.name}"
+    staging.mkdir(exist_ok=True)
+    (staging / name).write_text(content)
+    if mtime is not None:
+        os.utime(staging / name, (mtime, mtime))
+    os.rename(staging / name, directory / name)
+
+
+def test_monitor_admits_new_files_once_with_limits_and_counts_late_ones(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    now = time.time()
+    for i in range(5):
+        write_file(src, f"f{i}.txt", mtime=now - 100 + i)
+    monitor = DirectoryMonitor(config(fileFormat="text", discoveryInterval="0", allowedLateness="30s"), [str(src)])
+    offset = SeenFiles().to_offset()
+    first = monitor.latest(offset, ReadMaxFiles(2))
+    assert [os.path.basename(f.path) for f in monitor.batch_files(offset, first)] == ["f0.txt", "f1.txt"]
+    second = monitor.latest(first, ReadMaxBytes(1))  # at least one file, even if bigger
+    assert [os.path.basename(f.path) for f in monitor.batch_files(first, second)] == ["f2.txt"]
+    third = monitor.latest(second, ReadAllAvailable())
+    assert len(monitor.batch_files(second, third)) == 2
+    assert monitor.latest(third, ReadAllAvailable()) is third  # nothing new: the same offset
+    write_file(src, "late.txt", mtime=now - 1000)  # older than the watermark - 30 s
+    write_file(src, "lateish.txt", mtime=now - 110)  # within lateness of the watermark (now - 96)
+    fourth = monitor.latest(third, ReadAllAvailable())
+    assert [os.path.basename(f.path) for f in monitor.batch_files(third, fourth)] == ["lateish.txt"]
+    assert fourth["lateFiles"] == 1
+    # A restarted query (fresh monitor) re-plans a batch from its offsets alone, and does not
+    # count old files as late.
+    restarted = DirectoryMonitor(config(fileFormat="text", discoveryInterval="0", allowedLateness="30s"), [str(src)])
+    assert [os.path.basename(f.path) for f in restarted.batch_files(first, second)] == ["f2.txt"]
+    assert restarted.latest(fourth, ReadAllAvailable()) is fourth
+
+
+def test_monitor_latest_first_max_file_age_and_available_now(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    now = time.time()
+    for i in range(4):
+        write_file(src, f"f{i}.txt", mtime=now - 3600 * (3 - i))  # f3 newest
+    cfg = config(fileFormat="text", discoveryInterval="0", latestFirst="true", maxFileAge="90min", allowedLateness="2h")
+    monitor = DirectoryMonitor(cfg, [str(src)])
+    start = SeenFiles().to_offset()
+    monitor.freeze()
+    write_file(src, "after.txt")  # not part of an AvailableNow run that already began
+    end = monitor.latest(start, ReadMaxFiles(1))
+    assert [os.path.basename(f.path) for f in monitor.batch_files(start, end)] == ["f3.txt"]
+    end2 = monitor.latest(end, ReadMaxFiles(5))
+    assert [os.path.basename(f.path) for f in monitor.batch_files(end, end2)] == ["f2.txt"]  # f0, f1 too old
+    assert monitor.latest(end2, ReadMaxFiles(5)) is end2
+
+
+def test_discovery_interval_throttles_listings(tmp_path):
+    monitor = DirectoryMonitor(config(fileFormat="text", discoveryInterval="1h"), [str(tmp_path)])
+    start = SeenFiles().to_offset()
+    assert monitor.latest(start, ReadAllAvailable()) is start
+    write_file(tmp_path, "new.txt")
+    assert monitor.latest(start, ReadAllAvailable()) is start  # not listed again within the hour
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({}, "option 'fileFormat': required option is missing"),
+        ({"fileFormat": "avro"}, "option 'fileFormat' = 'avro': expected one of text, csv, json, parquet"),
+        ({"fileFormat": "csv", "maxFilesPerTrigger": "0"}, "option 'maxFilesPerTrigger' = '0': must be greater than 0"),
+        ({"fileFormat": "csv", "maxFilesPerTrigger": "1", "maxBytesPerTrigger": "1m"}, "cannot be combined with maxFilesPerTrigger"),
+        ({"fileFormat": "csv", "cleanSource": "archive"}, "option 'cleanSource' = 'archive': archive needs the option sourceArchiveDir"),
+        ({"fileFormat": "csv", "discoveryInterval": "soon"}, "option 'discoveryInterval' = 'soon': expected a duration"),
+        ({"fileFormat": "csv", "sep": ";;"}, "option 'sep' = ';;': expected a single character"),
+        ({"fileFormat": "csv", "encoding": "klingon"}, "option 'encoding' = 'klingon': unknown character set"),
+        ({"fileFormat": "csv", "maxFilePerTrigger": "3"}, "did you mean 'maxFilesPerTrigger'?"),
+        ({"fileFormat": "csv", "storageOptions": '["secret-key"]'}, "option 'storageOptions' = '***': expected a JSON object"),
+    ],
+)
+def test_bad_options(options, message):
+    with pytest.raises(OptionError) as info:
+        FileSourceOptions.from_options(options)
+    assert message in str(info.value) and "secret-key" not in str(info.value)
+
+
+def test_paths_from_load_and_options():
+    assert parse_paths({"path": "/a"}) == ["/a"]
+    assert parse_paths({"paths": '["/a", "s3://b/c"]'}) == ["/a", "s3://b/c"]
+    assert parse_paths({"paths": "/a, /b"}) == ["/a", "/b"]
+    with pytest.raises(OptionError, match="no path given"):
+        parse_paths({})
+
+
+def test_options_render_back():
+    cfg = FileSourceOptions(file_format="csv", max_files_per_trigger=10, discovery_interval=timedelta(seconds=5))
+    assert FileSourceOptions.from_options(cfg.to_options()) == cfg
