@@ -1,0 +1,218 @@
+"""Part files on a filesystem: hidden in-progress files, and publishing a part under its final name.
+
+Names follow Flink: a part's final name is ``<partPrefix>-<uid>-<counter><partSuffix>`` in its
+bucket directory; bytes for it are written to hidden files ``.<final name>.inprogress.<uuid>``
+next to it. Readers that skip hidden files (Spark, pyarrow, pandas, Hadoop) never see them.
+
+Publishing (:func:`finish`) is atomic on every filesystem:
+- local disk: rename the only piece (the common case), or concatenate the pieces' committed byte
+  ranges into a hidden ``.finishing.`` file and rename that;
+- object stores (no rename, no append): a server-side copy of the only piece to the final key, or
+  a multipart upload of the concatenation; either way the final object appears complete or not
+  at all. Both are idempotent: once the final file exists, publishing again does nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import posixpath
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, BinaryIO
+
+from connectors.core.filesystem import filesystem, is_local
+
+if TYPE_CHECKING:
+    from connectors.files.sink_state import Part, Piece
+
+_COPY_CHUNK = 8 << 20
+
+
+def final_name(bucket: str, prefix: str, uid: str, counter: int, suffix: str) -> str:
+    name = f"{prefix}-{uid}-{counter}{suffix}"
+    return f"{bucket}/{name}" if bucket else name
+
+
+def in_progress_name(final: str) -> str:
+    directory, name = posixpath.split(final)
+    hidden = f".{name}.inprogress.{uuid.uuid4().hex[:12]}"
+    return posixpath.join(directory, hidden) if directory else hidden
+
+
+def is_sink_temp(name: str) -> bool:
+    """A hidden file of this sink (in-progress piece or half-published concatenation)."""
+    return name.startswith(".") and (".inprogress." in name or ".finishing." in name)
+
+
+class Storage:
+    """The base path's filesystem, addressed by paths relative to the base path.
+
+    Picklable: the fsspec filesystem is opened lazily in each process.
+    """
+
+    def __init__(self, base: str, storage_options: dict | None = None):
+        self.base, self.storage_options = base, storage_options
+        self._fs = None
+        self._root = ""
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fs": None}
+
+    @property
+    def fs(self):
+        if self._fs is None:
+            self._fs, root = filesystem(self.base, self.storage_options)
+            self._root = root.rstrip("/")
+        return self._fs
+
+    @property
+    def local(self) -> bool:
+        return is_local(self.fs)
+
+    def abs(self, rel: str) -> str:
+        self.fs  # noqa: B018 - resolves the root
+        return f"{self._root}/{rel}" if rel else self._root
+
+    def _fresh(self, rel: str) -> str:
+        """The absolute path, with any cached listing dropped (other processes write here)."""
+        path = self.abs(rel)
+        if not self.local:
+            self.fs.invalidate_cache(path)
+            self.fs.invalidate_cache(posixpath.dirname(path))
+        return path
+
+    # -- reading the tree -------------------------------------------------------------------
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self._fresh(rel))
+
+    def size(self, rel: str) -> int:
+        return self.fs.size(self._fresh(rel))
+
+    def _list(self, rel: str, kind: str) -> list[str]:
+        path = self._fresh(rel)
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        prefix = f"{rel}/" if rel else ""
+        return [prefix + posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == kind]
+
+    def list_files(self, rel: str) -> list[str]:
+        return self._list(rel, "file")
+
+    def list_dirs(self, rel: str) -> list[str]:
+        return self._list(rel, "directory")
+
+    def read_text(self, rel: str) -> str:
+        return self.fs.cat_file(self._fresh(rel)).decode()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def new_piece(self, rel: str) -> BinaryIO:
+        """A new hidden file for writing."""
+        path = self.abs(rel)
+        if not self.local:
+            return self.fs.open(path, "wb")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return open(path, "xb")
+
+    def append_piece(self, rel: str, committed: int) -> BinaryIO | None:
+        """The local file ``rel`` opened for appending after its ``committed`` bytes, or None if
+        another attempt holds it or wrote past ``committed`` (a retried or speculative task, or a
+        run killed before its commit): those bytes are never overwritten, the caller writes a new
+        piece and the extra bytes are never published. The lock lasts until the file is closed."""
+        if not self.local:
+            return None
+        handle = open(self.abs(rel), "r+b")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return None
+        if os.fstat(handle.fileno()).st_size != committed:
+            handle.close()
+            return None
+        handle.seek(committed)
+        return handle
+
+    def write_atomically(self, rel: str, data: bytes) -> None:
+        path = self.abs(rel)
+        if not self.local:
+            self.fs.pipe_file(path, data)  # one PUT: the object appears whole
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.fs.rm_file(self.abs(rel))
+        except FileNotFoundError:
+            pass
+
+    def rename(self, source: str, target: str) -> None:
+        if self.local:
+            os.rename(self.abs(source), self.abs(target))
+        else:
+            self.fs.mv(self.abs(source), self.abs(target))  # server-side copy, then delete
+
+    def concat(self, pieces: Iterable[Piece], target: str) -> None:
+        """Write the pieces' byte ranges, in order, as ``target`` (atomically)."""
+        path = self.abs(target)
+        if self.local:
+            directory, name = os.path.split(path)
+            temp = os.path.join(directory, f".{name}.finishing.{uuid.uuid4().hex[:12]}")
+            with open(temp, "wb") as out:
+                for piece in pieces:
+                    with open(self.abs(piece.path), "rb") as source:
+                        source.seek(piece.start)
+                        _copy(source, out, piece.size)
+                out.flush()
+                os.fsync(out.fileno())
+            os.rename(temp, path)
+            return
+        with self.fs.open(path, "wb") as out:  # a multipart upload, completed at close
+            for piece in pieces:
+                for low in range(piece.start, piece.end, _COPY_CHUNK):
+                    out.write(self.fs.cat_file(self.abs(piece.path), low, min(piece.end, low + _COPY_CHUNK)))
+
+
+def _copy(source: BinaryIO, out: BinaryIO, length: int) -> None:
+    while length > 0:
+        chunk = source.read(min(length, _COPY_CHUNK))
+        if not chunk:
+            raise OSError(f"{source.name} is shorter than its committed length")
+        out.write(chunk)
+        length -= len(chunk)
+
+
+def finish(storage: Storage, part: Part, rename: bool) -> None:
+    """Publish ``part`` under its final name; idempotent.
+
+    ``rename`` allows moving the only piece file itself, which is safe only when no task can be
+    appending to it (the batch commit, or a stopped query); otherwise its range is copied.
+    """
+    pieces = [piece for piece in part.pieces if piece.size > 0]
+    if not pieces or storage.exists(part.final):
+        return
+    only = pieces[0]
+    movable = rename or not storage.local  # objects are immutable: nobody appends to them
+    if movable and len(pieces) == 1 and only.start == 0 and storage.size(only.path) == only.end:
+        storage.rename(only.path, part.final)
+    else:
+        storage.concat(pieces, part.final)
+
+
+def sweep(storage: Storage, directories: Iterable[str], keep: set[str]) -> None:
+    """Delete this sink's hidden files in ``directories`` that no open part needs: leftovers of
+    failed attempts, of runs killed before their commit, and pieces already published."""
+    for directory in set(directories):
+        for rel in storage.list_files(directory):
+            if is_sink_temp(posixpath.basename(rel)) and rel not in keep:
+                storage.delete(rel)

@@ -1,0 +1,87 @@
+"""Encoders of the file sink: Arrow batches to the bytes of a part file.
+
+Row formats (text, csv, json lines) encode each batch to self-contained bytes, so a part can grow
+by appending across micro-batches and any committed prefix is a valid file; with gzip each append
+is one gzip member (concatenated members are a valid gzip stream for every reader). Parquet is a
+bulk format: one writer per part file, closed when the part rolls (at every micro-batch).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from typing import BinaryIO, Protocol
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+from connectors.core.options import OptionError
+
+
+class PartEncoder(Protocol):
+    def write(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self) -> None:
+        """Flush what the encoder buffers (the underlying file stays open)."""
+
+
+class RowEncoder:
+    """text / csv / json lines, optionally gzip: bytes are written as each batch arrives."""
+
+    def __init__(self, handle: BinaryIO, file_format: str, gzip_level: int | None):
+        self.handle, self.file_format, self.gzip_level = handle, file_format, gzip_level
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        data = encode_rows(batch, self.file_format)
+        if self.gzip_level is not None:
+            data = gzip.compress(data, compresslevel=self.gzip_level, mtime=0)
+        self.handle.write(data)
+
+    def close(self) -> None:
+        pass
+
+
+class ParquetEncoder:
+    def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
+        self.writer = pq.ParquetWriter(handle, schema, compression=codec)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.writer.write_batch(batch)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema) -> PartEncoder:
+    if file_format == "parquet":
+        return ParquetEncoder(handle, schema, codec)
+    return RowEncoder(handle, file_format, 6 if codec == "gzip" else None)
+
+
+def encode_rows(batch: pa.RecordBatch, file_format: str) -> bytes:
+    if file_format == "text":
+        lines = batch.column(0).fill_null("").to_pylist()
+        return "".join(line + "\n" for line in lines).encode()
+    if file_format == "csv":
+        out = io.BytesIO()
+        pacsv.write_csv(batch, out, pacsv.WriteOptions(include_header=False))
+        return out.getvalue()
+    text = batch.to_pandas().to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+    return (text if text.endswith("\n") else text + "\n").encode()
+
+
+def check_schema(schema: StructType, file_format: str, data_columns: list[str]) -> None:
+    """Reject at query start what a format cannot hold (Spark's text/csv sinks have the same rules)."""
+    fields = [f for f in schema.fields if f.name in data_columns]
+    if file_format == "text" and (len(fields) != 1 or not isinstance(fields[0].dataType, StringType)):
+        shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
+        raise OptionError("connectors.files", "fileFormat", "text", f"needs exactly one string column, got [{shown}]")
+    if file_format == "csv":
+        for field in fields:
+            if isinstance(field.dataType, (StructType, ArrayType, MapType)):
+                raise OptionError(
+                    "connectors.files", "fileFormat", "csv",
+                    f"cannot hold column {field.name!r} of type {field.dataType.simpleString()}",
+                )  # fmt: skip

@@ -1,0 +1,164 @@
+"""The file sink's own state log: which parts are open, which are being published.
+
+A part is an ordered list of pieces, byte ranges ``[start, end)`` of hidden in-progress files.
+On the local disk a part usually has one piece that grows batch after batch (appends to one file);
+on object stores, which cannot append, each batch adds a new piece object. Publishing a part
+(``part_files.finish``) renames its only piece, or concatenates its pieces into the final file.
+
+The log lives under ``<base>/_connectors_sink/<query id>/`` (hidden from Spark, pyarrow and pandas,
+like Spark's ``_spark_metadata``). Each version is the whole state, written atomically, so only
+the newest few are kept: the log stays a handful of small files whatever the number of batches.
+Writers of the log (the commit of a batch, the maintenance listener, the finish command) all run
+on the driver host and take :func:`driver_lock` first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from connectors.files.part_files import Storage
+
+STATE_DIR = "_connectors_sink"
+_KEEP_VERSIONS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    path: str  # relative to the base path
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One future part file: its final name (relative path) and the committed bytes for it."""
+
+    final: str
+    pieces: tuple[Piece, ...]
+    opened: float  # epoch seconds
+    written: float  # epoch seconds of the last committed write
+
+    @property
+    def size(self) -> int:
+        return sum(piece.size for piece in self.pieces)
+
+    def extended(self, pieces: tuple[Piece, ...], written: float) -> Part:
+        """This part followed by ``pieces``; an append to the tail file widens the tail's range."""
+        merged = list(self.pieces)
+        for piece in pieces:
+            tail = merged[-1] if merged else None
+            if tail is not None and tail.path == piece.path and tail.end == piece.start:
+                merged[-1] = Piece(tail.path, tail.start, piece.end)
+            else:
+                merged.append(piece)
+        return dataclasses.replace(self, pieces=tuple(merged), written=written)
+
+    def to_json(self) -> dict:
+        return {"final": self.final, "pieces": [[p.path, p.start, p.end] for p in self.pieces],
+                "opened": self.opened, "written": self.written}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> Part:
+        return cls(data["final"], tuple(Piece(*p) for p in data["pieces"]), data["opened"], data["written"])
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkState:
+    """The sink after ``batch`` (-1: none yet) at log ``version``.
+
+    ``parts``: the open part of each slot (``<bucket>#<partition>``); ``pending``: parts this
+    version publishes (re-published idempotently by whoever reads this version first after a crash).
+    """
+
+    query: str
+    version: int = 0
+    batch: int = -1
+    parts: dict[str, Part] = dataclasses.field(default_factory=dict)
+    pending: tuple[Part, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "query": self.query, "version": self.version, "batch": self.batch,
+            "parts": {slot: part.to_json() for slot, part in self.parts.items()},
+            "pending": [part.to_json() for part in self.pending],
+        })  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> SinkState:
+        data = json.loads(text)
+        return cls(
+            data["query"], data["version"], data["batch"],
+            {slot: Part.from_json(part) for slot, part in data["parts"].items()},
+            tuple(Part.from_json(part) for part in data["pending"]),
+        )  # fmt: skip
+
+    def referenced(self) -> set[str]:
+        """Files the open parts still need."""
+        return {piece.path for part in self.parts.values() for piece in part.pieces}
+
+
+class StateLog:
+    """The versions of one query's sink state under the base path."""
+
+    def __init__(self, storage: Storage, query: str):
+        self.storage, self.query = storage, query
+        self.directory = f"{STATE_DIR}/{query}"
+
+    @staticmethod
+    def queries(storage: Storage) -> list[str]:
+        """Every query that ever wrote to this base path."""
+        return sorted(name.rsplit("/", 1)[-1] for name in storage.list_dirs(STATE_DIR))
+
+    def _versions(self) -> list[int]:
+        names = (name.rsplit("/", 1)[-1] for name in self.storage.list_files(self.directory))
+        return sorted(int(name[1:-5]) for name in names if name.startswith("v") and name.endswith(".json"))
+
+    def latest(self) -> SinkState:
+        # A version may be pruned between listing and reading (by a newer writer): list again.
+        for _ in range(5):
+            versions = self._versions()
+            if not versions:
+                return SinkState(self.query)
+            try:
+                return SinkState.from_json(self.storage.read_text(self._name(versions[-1])))
+            except FileNotFoundError:
+                continue
+        raise RuntimeError(f"state log {self.directory} keeps changing under the reader")
+
+    def write(self, state: SinkState) -> None:
+        """Write ``state`` atomically (the commit point of a batch), then drop old versions."""
+        self.storage.write_atomically(self._name(state.version), state.to_json().encode())
+        for version in self._versions()[:-_KEEP_VERSIONS]:
+            self.storage.delete(self._name(version))
+
+    def _name(self, version: int) -> str:
+        return f"{self.directory}/v{version:012d}.json"
+
+
+@contextlib.contextmanager
+def driver_lock(base: str) -> Iterator[None]:
+    """Serialize the writers of one base path's state log.
+
+    The batch commit (a driver-side Python worker), the maintenance listener (the driver's Python
+    process) and the finish command all run on the driver host, so a local file lock suffices,
+    for object-store base paths too.
+    """
+    digest = hashlib.sha1(base.rstrip("/").encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"connectors-file-sink-{digest}.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
