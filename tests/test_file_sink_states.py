@@ -1,0 +1,261 @@
+"""connectors.files sink without Spark: every part-file state transition, rolling, recovery rules.
+
+These drive the task writer and the commit exactly as Spark does (write per partition, then
+commit the messages), on real local files, with a controlled clock.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from connectors.core.options import OptionError
+from connectors.files import sink_commit, sink_writer
+from connectors.files.buckets import directory_value, strftime_pattern
+from connectors.files.part_files import Storage
+from connectors.files.sink_commit import commit_batch, finish_query, roll_expired
+from connectors.files.sink_maintenance import finish
+from connectors.files.sink_options import FileSinkOptions
+from connectors.files.sink_state import STATE_DIR, StateLog
+from connectors.files.sink_writer import FileSinkMessage, SinkPlan, TaskWriter
+
+QUERY = "q1"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock = Clock()
+    for module in (sink_writer, sink_commit):
+        monkeypatch.setattr(module.time, "time", clock)
+    return clock
+
+
+def plan(base: Path, **options: str) -> SinkPlan:
+    return SinkPlan(FileSinkOptions.from_options({"path": str(base), "fileFormat": "text", "bucketAssigner": "basePath", **options}))
+
+
+def lines(*values: str) -> pa.RecordBatch:
+    return pa.record_batch([pa.array(values)], names=["value"])
+
+
+def write(p: SinkPlan, batch: int, partition: int, *batches: pa.RecordBatch) -> FileSinkMessage:
+    state = StateLog(p.storage, QUERY).latest()
+    slots = TaskWriter(p, partition, state, keep_open=True).write_all(iter(batches))
+    return FileSinkMessage(QUERY, batch, False, slots)
+
+
+def visible(base: Path) -> dict[str, str]:
+    """What a reader that skips hidden files sees: final name -> content."""
+    out = {}
+    for root, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in files:
+            if not name.startswith((".", "_")):
+                out[os.path.relpath(os.path.join(root, name), base)] = Path(root, name).read_text()
+    return out
+
+
+def hidden(base: Path) -> list[str]:
+    return sorted(name for name in os.listdir(base) if name.startswith("."))
+
+
+def test_in_progress_pending_finished(tmp_path, clock):
+    p = plan(tmp_path, rolloverInterval="60s", inactivityInterval="30s")
+    commit_batch(p, [write(p, 0, 0, lines("a", "b"))], 0)
+    # in-progress: hidden, named after its final name, committed length recorded
+    [in_progress] = hidden(tmp_path)
+    assert in_progress.startswith(".part-") and ".inprogress." in in_progress
+    state = StateLog(p.storage, QUERY).latest()
+    [part] = state.parts.values()
+    assert part.size == 4 and state.batch == 0 and visible(tmp_path) == {}
+
+    clock.now += 10
+    commit_batch(p, [write(p, 1, 0, lines("c"))], 1)  # appended to the same file
+    assert hidden(tmp_path) == [in_progress] and visible(tmp_path) == {}
+    assert (tmp_path / in_progress).read_text() == "a\nb\nc\n"
+
+    clock.now += 31  # inactive past 30 s: the next batch's commit closes and publishes it
+    commit_batch(p, [write(p, 2, 1, lines("d"))], 2)
+    assert visible(tmp_path) == {part.final: "a\nb\nc\n"}
+    assert part.final.startswith("part-") and part.final.endswith("-0")
+    assert len(hidden(tmp_path)) == 1  # partition 1's new in-progress part
+
+
+def test_roll_by_size_inside_a_task(tmp_path, clock):
+    p = plan(tmp_path, partSize="10")
+    commit_batch(p, [write(p, 0, 0, lines("aaaa"), lines("bbbb"), lines("cccc"), lines("d"))], 0)
+    files = visible(tmp_path)
+    # rolled as soon as a part reached 10 bytes: "aaaa\nbbbb\n", then "cccc\nd\n" stays open
+    assert sorted(files.values()) == ["aaaa\nbbbb\n"]
+    assert [name.rsplit("-", 1)[1] for name in files] == ["0"]
+    assert StateLog(p.storage, QUERY).latest().parts["#0"].size == 7
+
+
+def test_roll_by_rollover_interval_across_batches(tmp_path, clock):
+    p = plan(tmp_path, rolloverInterval="20s", inactivityInterval="1h")
+    for batch in range(5):
+        commit_batch(p, [write(p, batch, 0, lines(str(batch)))], batch)
+        clock.now += 6
+    # opened at t0; batches every 6 s: the part rolls once it has been open 20 s
+    assert sorted(visible(tmp_path).values()) == ["0\n1\n2\n3\n"]
+
+
+def test_on_checkpoint_publishes_every_batch(tmp_path, clock):
+    p = plan(tmp_path, rollingPolicy="onCheckpoint")
+    commit_batch(p, [write(p, 0, 0, lines("a")), write(p, 0, 1, lines("b"))], 0)
+    commit_batch(p, [write(p, 1, 0, lines("c"))], 1)
+    assert sorted(visible(tmp_path).values()) == ["a\n", "b\n", "c\n"]
+    assert hidden(tmp_path) == [] and StateLog(p.storage, QUERY).latest().parts == {}
+
+
+def test_failed_attempt_bytes_are_never_published(tmp_path, clock):
+    p = plan(tmp_path)
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    [tail] = hidden(tmp_path)
+    write(p, 1, 0, lines("LOST"))  # attempt that died: appended, never committed
+    assert (tmp_path / tail).read_text() == "a\nLOST\n"
+    commit_batch(p, [write(p, 1, 0, lines("b"))], 1)  # the retry must not overwrite those bytes
+    part = StateLog(p.storage, QUERY).latest().parts["#0"]
+    assert [(piece.start, piece.end) for piece in part.pieces] == [(0, 2), (0, 2)]
+    assert finish(str(tmp_path)) == 1
+    assert list(visible(tmp_path).values()) == ["a\nb\n"] and hidden(tmp_path) == []
+
+
+def test_replayed_batch_is_skipped(tmp_path, clock, monkeypatch):
+    from connectors.core.commit import TaskAttempt
+    from connectors.files import sink
+
+    p = plan(tmp_path)
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    # Spark re-runs batch 0 after a driver crash that came after the sink's commit
+    monkeypatch.setattr(sink, "current_task", lambda: TaskAttempt(QUERY, 0, 0, 0))
+    writer = sink.FileStreamWriter(p)
+    message = writer.write(iter([lines("a")]))
+    assert message.skipped and message.slots == {}
+    writer.commit([message], 0)
+    state = StateLog(p.storage, QUERY).latest()
+    assert (state.version, state.batch) == (1, 0)
+    assert finish(str(tmp_path)) == 1 and list(visible(tmp_path).values()) == ["a\n"]
+
+
+def test_interrupted_publication_is_completed(tmp_path, clock, monkeypatch):
+    p = plan(tmp_path, rollingPolicy="onCheckpoint")
+
+    def crash(*args, **kwargs):
+        raise SystemExit("killed after the state was written")
+
+    monkeypatch.setattr(sink_commit, "publish", lambda storage, parts, rename: [crash() for _ in parts])
+    with pytest.raises(SystemExit):
+        commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    assert visible(tmp_path) == {} and StateLog(p.storage, QUERY).latest().pending
+    monkeypatch.undo()
+    clock.now += 1
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)  # the replay of batch 0 completes it
+    assert list(visible(tmp_path).values()) == ["a\n"]
+
+
+def test_listener_roll_while_a_task_appends(tmp_path, clock):
+    p = plan(tmp_path, rolloverInterval="10s")
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    clock.now += 11
+    in_flight = write(p, 1, 0, lines("b"))  # a task read the state and appended ...
+    clock.now += 0.5
+    assert roll_expired(p.storage, p.rules, QUERY, clock.now) == 1  # ... while the listener rolled
+    assert list(visible(tmp_path).values()) == ["a\n"]
+    commit_batch(p, [in_flight], 1)
+    state = StateLog(p.storage, QUERY).latest()
+    assert [part.size for part in state.parts.values()] == [2]  # "b" went on in a new part
+    finish_query(p.storage, QUERY, rename=False, clean=False)
+    assert sorted(visible(tmp_path).values()) == ["a\n", "b\n"]
+
+
+def test_state_log_stays_bounded(tmp_path, clock):
+    p = plan(tmp_path)
+    for batch in range(30):
+        commit_batch(p, [write(p, batch, 0, lines(str(batch)))], batch)
+    assert len(os.listdir(tmp_path / STATE_DIR / QUERY)) == 3
+
+
+def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
+    p = plan(tmp_path)
+    commit_batch(p, [write(p, 0, 0, lines("old"))], 0)
+    state = StateLog(p.storage, "q2").latest()
+    slots = TaskWriter(p, 0, state, keep_open=True).write_all(iter([lines("new")]))
+    commit_batch(p, [FileSinkMessage("q2", 0, False, slots)], 0)
+    assert list(visible(tmp_path).values()) == ["old\n"]
+
+
+def test_date_time_pattern_and_directory_values():
+    assert strftime_pattern("yyyy-MM-dd--HH") == "%Y-%m-%d--%H"
+    assert strftime_pattern("yyyy/MM/dd/'h'HH") == "%Y/%m/%d/h%H"
+    with pytest.raises(ValueError, match="unsupported pattern letter 'Q'"):
+        strftime_pattern("yyyy-Q")
+    assert directory_value("a/b=c") == "a%2Fb%3Dc" and directory_value(None) == "__HIVE_DEFAULT_PARTITION__"
+    assert directory_value(True) == "true"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"partSize": "-5"}, "option 'partSize' = '-5': expected a size"),
+        ({"partSize": "0"}, "option 'partSize' = '0': must be greater than 0"),
+        ({"rolloverInterval": "-1s"}, "option 'rolloverInterval' = '-1s': expected a duration"),
+        ({"inactivityInterval": "0"}, "option 'inactivityInterval' = '0': must be greater than 0"),
+        ({"fileFormat": "parquet", "rollingPolicy": "default"}, "option 'rollingPolicy' = 'default': fileFormat 'parquet' is a bulk format"),
+        ({"rollingPolicy": "onCheckpoint", "partSize": "1MB"}, "option 'partSize' = 1048576: applies only to rollingPolicy default"),
+        ({"fileFormat": "avro"}, "option 'fileFormat' = 'avro': expected one of text, csv, json, parquet"),
+        ({"compression": "zstd"}, "option 'compression' = 'zstd': row format 'text' takes none or gzip"),
+        ({"bucketAssigner": "column"}, "option 'bucketAssigner' = 'column': column needs the option bucketColumn"),
+        ({"bucketFormat": "yyyy-QQ"}, "option 'bucketFormat' = 'yyyy-QQ': unsupported pattern letter 'Q'"),
+        ({"bucketTimeZone": "Mars/Base"}, "option 'bucketTimeZone' = 'Mars/Base': unknown time zone"),
+        ({"partsize": "1MB", "partSizes": "2"}, "option 'partSizes' = '2': unknown option; did you mean 'partSize'?"),
+        ({"storageOptions": "{not json"}, "option 'storageOptions' = '***': expected a JSON object"),
+    ],
+)
+def test_bad_options(tmp_path, options, message):
+    with pytest.raises(OptionError) as info:
+        plan(tmp_path, **options)
+    assert message in str(info.value)
+
+
+def test_typed_configs_render_to_the_same_options(tmp_path):
+    from datetime import timedelta
+
+    from connectors.files import (
+        ColumnBucketAssigner, FileSink, OnCheckpointRollingPolicy, OutputFileConfig, RollingPolicy,
+    )  # fmt: skip
+
+    sink = FileSink(
+        str(tmp_path), fileFormat="csv",
+        rolling_policy=RollingPolicy.default_rolling_policy("64MB", timedelta(minutes=5), "30s"),
+        output_file_config=OutputFileConfig("data", ".csv"), bucket_assigner=ColumnBucketAssigner("day"),
+    )  # fmt: skip
+    config = FileSinkOptions.from_options(sink.options)
+    assert (config.part_size, config.rollover_interval, config.inactivity_interval) == (
+        64 << 20, timedelta(minutes=5), timedelta(seconds=30),
+    )  # fmt: skip
+    assert (config.part_prefix, config.part_suffix, config.bucket_column) == ("data", ".csv", "day")
+    assert OnCheckpointRollingPolicy().to_options() == {"rollingPolicy": "onCheckpoint"}
+    with pytest.raises(OptionError, match="option 'inactivityInterval' = '0ms': must be greater than 0"):
+        RollingPolicy.default_rolling_policy(inactivity_interval=timedelta(0))
+    with pytest.raises(OptionError, match="option 'partPrefix' = 'a/b': must not contain a path separator"):
+        OutputFileConfig("a/b")
+
+
+def test_storage_is_picklable_without_a_filesystem(tmp_path):
+    import pickle
+
+    storage = Storage(str(tmp_path))
+    assert storage.local
+    assert pickle.loads(pickle.dumps(storage))._fs is None
