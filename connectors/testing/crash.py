@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -64,6 +64,7 @@ class CrashHarness:
     args: dict = dataclasses.field(default_factory=dict)
     pythonpath: list[str] = dataclasses.field(default_factory=list)
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    spark_master: str | None = None  # default local[2]; e.g. a StandaloneCluster's url
     start_timeout: float = 180.0  # a cold child needs ~20 s before its first batch
     final_timeout: float = 600.0
 
@@ -79,13 +80,21 @@ class CrashHarness:
         kill_at: Literal["mid-batch", "random"] = "mid-batch",
         random_window: tuple[float, float] = (2.0, 12.0),
         seed: int | None = None,
+        kill: Callable[[subprocess.Popen], None] | None = None,
     ) -> CrashReport:
-        """Kill the job ``kills`` times, then let a last run finish; raise if it fails."""
+        """Kill the job ``kills`` times, then let a last run finish; raise if it fails.
+
+        ``kill`` replaces the default action (SIGKILL of the whole child) with another one, such as
+        killing a cluster worker; the child then goes on and the harness waits for it to end.
+        """
         rng = random.Random(seed)
+        action = kill or (lambda child: os.killpg(child.pid, signal.SIGKILL))
         runs = []
         for number in range(kills):
-            runs.append(self._run_once(number, kill_at, rng, random_window))
-        final = self._run_once(kills, None, rng, random_window)
+            runs.append(self._run_once(number, kill_at, rng, random_window, action))
+        if runs and runs[-1].exit_code == 0:  # the kill spared the driver and the job finished
+            return CrashReport(runs)
+        final = self._run_once(kills, None, rng, random_window, action)
         runs.append(final)
         if final.exit_code != 0:
             raise AssertionError(f"final run exited with {final.exit_code}; see {self._log(kills)}")
@@ -97,7 +106,10 @@ class CrashHarness:
     def _events(self, number: int) -> Path:
         return self.workdir / f"run-{number}.events"
 
-    def _run_once(self, number: int, kill_at: str | None, rng: random.Random, window: tuple[float, float]) -> RunRecord:
+    def _run_once(
+        self, number: int, kill_at: str | None, rng: random.Random, window: tuple[float, float],
+        action: Callable[[subprocess.Popen], None],
+    ) -> RunRecord:
         for stale in self.signals.iterdir():
             stale.unlink()
         env = {
@@ -107,7 +119,7 @@ class CrashHarness:
             "PYTHONPATH": os.pathsep.join([*self.pythonpath, os.environ.get("PYTHONPATH", "")]),
         }
         spec = json.dumps({"job": self.job, "args": self.args, "checkpoint": str(self.checkpoint),
-                           "events": str(self._events(number))})
+                           "events": str(self._events(number)), "master": self.spark_master})
         started = time.monotonic()
         with open(self._log(number), "w") as log:
             child = subprocess.Popen(
@@ -115,15 +127,15 @@ class CrashHarness:
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
             try:
-                killed = self._wait_and_kill(child, kill_at, rng, window, started)
-                exit_code = child.wait(timeout=None if killed else self.final_timeout)
+                killed = self._wait_and_kill(child, kill_at, rng, window, started, action)
+                exit_code = child.wait(timeout=self.final_timeout)
             except BaseException:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
                 raise
         return RunRecord(killed, exit_code, time.monotonic() - started, self._completed(number))
 
-    def _wait_and_kill(self, child, kill_at, rng, window, started) -> bool:
+    def _wait_and_kill(self, child, kill_at, rng, window, started, action) -> bool:
         if kill_at is None:
             return False
         deadline = started + self.start_timeout
@@ -140,7 +152,7 @@ class CrashHarness:
             time.sleep(0.05)
         if kill_at == "mid-batch":
             time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the marked batch
-        os.killpg(child.pid, signal.SIGKILL)
+        action(child)
         return True
 
     def _completed(self, number: int) -> list[int]:
@@ -183,7 +195,7 @@ def _child(spec: dict) -> int:
 
     module, _, function = spec["job"].partition(":")
     build = getattr(importlib.import_module(module), function)
-    spark = local_session("crash-harness")
+    spark = local_session("crash-harness", master=spec["master"])
     events = open(spec["events"], "a", buffering=1)
 
     class Recorder(StreamingQueryListener):

@@ -6,8 +6,12 @@ import os
 import sys
 
 
-def local_session(app_name: str = "connectors", cores: int = 2, conf: dict[str, str] | None = None):
+def local_session(
+    app_name: str = "connectors", cores: int = 2, conf: dict[str, str] | None = None, master: str | None = None
+):
     """A small local SparkSession: ``local[cores]``, UI off, few shuffle partitions.
+
+    ``master`` points it at a cluster instead (e.g. ``spark://host:port``), with small executors.
 
     ``PYSPARK_PYTHON`` is pinned to this interpreter so executors import the installed package.
     ``conf`` adds Spark settings (e.g. ``spark.jars.packages``).
@@ -17,7 +21,7 @@ def local_session(app_name: str = "connectors", cores: int = 2, conf: dict[str, 
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(master or f"local[{cores}]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
@@ -25,6 +29,8 @@ def local_session(app_name: str = "connectors", cores: int = 2, conf: dict[str, 
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.memory", os.environ.get("CONNECTORS_DRIVER_MEMORY", "2g"))
         .config("spark.python.worker.reuse", "true")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.executor.memory", "768m")
         .config("spark.ui.showConsoleProgress", "false")
     )
     for key, value in (conf or {}).items():
