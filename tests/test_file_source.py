@@ -1,0 +1,217 @@
+"""connectors.files source through Spark: batch, streams, admission, cleanSource, S3, crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors.exceptions.captured import StreamingQueryException
+
+from connectors.files.compression import compressing
+
+SCHEMA = "id long, file string"
+
+
+def json_lines(ids, name) -> bytes:
+    return "".join(json.dumps({"id": i, "file": name}) + "\n" for i in ids).encode()
+
+
+def land(directory, name: str, data: bytes) -> None:
+    """Write in a staging directory next to the source, then rename in (atomic)."""
+    staging = directory.parent / f".staging-{directory.name}"
+    staging.mkdir(exist_ok=True)
+    (staging / name).write_bytes(data)
+    os.rename(staging / name, directory / name)
+
+
+def wait_for(condition, timeout=180.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_batch_reads_every_format_and_codec(spark, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    ids = iter(range(10_000))
+    expected = []
+    for suffix, codec in [("", None), (".gz", "gzip"), (".bz2", "bz2"), (".xz", "xz"), (".deflate", "deflate"), (".zst", "zstd")]:
+        chunk = [next(ids) for _ in range(100)]
+        expected += chunk
+        data = json_lines(chunk, f"f{suffix}")
+        (src / f"part{suffix or '.json'}").write_bytes(compressing(data, codec) if codec else data)
+    (src / "_SUCCESS").write_text("")  # hidden: never read
+    df = spark.read.format("connectors.files").option("fileFormat", "json").load(str(src))
+    assert sorted(df.schema.fieldNames()) == ["file", "id"]  # inferred for batch reads
+    assert sorted(r.id for r in df.collect()) == expected
+
+    pq.write_table(df.toArrow(), tmp_path / "p.parquet")
+    text = (tmp_path / "t")
+    text.mkdir()
+    (text / "a.txt.gz").write_bytes(compressing(b"x\ny\n", "gzip"))
+    assert spark.read.format("connectors.files").option("fileFormat", "parquet").load(str(tmp_path / "p.parquet")).count() == 600
+    assert sorted(r.value for r in spark.read.format("connectors.files").option("fileFormat", "text").load(str(text)).collect()) == ["x", "y"]
+    csv = spark.read.format("connectors.files").options(fileFormat="csv", header="true", inferSchema="true")
+    (tmp_path / "c.csv").write_text("n,s\n1,a\n2,b\n")
+    assert csv.load(str(tmp_path / "c.csv")).collect() == [(1, "a"), (2, "b")]
+    both = spark.read.format("connectors.files").option("fileFormat", "json").schema(SCHEMA).load([str(src / "part.gz"), str(src / "part.xz")])
+    assert both.count() == 200
+
+
+def test_big_file_is_split_and_every_line_read_once(spark, tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_text("".join(f"{i}:{'z' * (i % 97)}\n" for i in range(200_000)))
+    df = spark.read.format("connectors.files").options(fileFormat="text", maxPartitionBytes="1m").load(str(path))
+    assert df.rdd.getNumPartitions() >= 8
+    row = df.selectExpr("count(*) c", "count(distinct value) d").first()
+    assert (row.c, row.d) == (200_000, 200_000)
+
+
+def test_stream_reads_files_landing_while_it_runs(spark, tmp_path, unique):
+    src = tmp_path / "in"
+    src.mkdir()
+    land(src, "0.json", json_lines(range(0, 100), "0"))
+    query = (
+        spark.readStream.format("connectors.files").schema(SCHEMA)
+        .options(fileFormat="json", discoveryInterval="200ms", filePathColumn="file").load(str(src))
+        .writeStream.format("memory").queryName(unique)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="0.5 seconds").start()
+    )
+    try:
+        count = lambda: spark.table(unique).count()  # noqa: E731
+        wait_for(lambda: count() == 100, what="the first file")
+        for n in range(1, 4):
+            land(src, f"{n}.json", json_lines(range(n * 100, n * 100 + 100), "x"))
+            land(src, f"{n}.json.gz", compressing(json_lines(range(1000 + n * 100, 1100 + n * 100), "x"), "gzip"))
+        wait_for(lambda: count() == 700, what="the files landed later")
+        time.sleep(1.5)  # a few more triggers: nothing is read twice
+        rows = spark.table(unique).collect()
+        assert sorted(r.id for r in rows) == sorted([*range(400), *range(1100, 1400)])
+        assert {r.file for r in rows if r.id < 100} == {str(src / "0.json")}
+    finally:
+        query.stop()
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    offset = json.loads(progress[-1]["sources"][0]["endOffset"])
+    assert offset["files"] == 7 and offset["lateFiles"] == 0
+
+
+def test_admission_limits_and_available_now(spark, tmp_path, unique):
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in range(7):
+        land(src, f"{n}.json", json_lines(range(n * 10, n * 10 + 10), str(n)))
+    query = (
+        spark.readStream.format("connectors.files").schema(SCHEMA)
+        .options(fileFormat="json", maxFilesPerTrigger="3").load(str(src))
+        .writeStream.format("memory").queryName(unique)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )
+    query.awaitTermination(180)
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [30, 30, 10]
+    assert sorted(r.id for r in spark.table(unique).collect()) == list(range(70))
+
+
+@pytest.mark.parametrize("clean", ["archive", "delete"])
+def test_clean_source_after_commit(spark, tmp_path, unique, clean):
+    src, archive = tmp_path / "in", tmp_path / "archive"
+    src.mkdir()
+    for n in range(3):
+        land(src, f"{n}.json", json_lines([n], str(n)))
+    options = {"fileFormat": "json", "cleanSource": clean, "maxFilesPerTrigger": "2"}
+    if clean == "archive":
+        options["sourceArchiveDir"] = str(archive)
+    query = (
+        spark.readStream.format("connectors.files").schema(SCHEMA).options(**options).load(str(src))
+        .writeStream.format("memory").queryName(unique)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )
+    query.awaitTermination(180)
+    assert sorted(r.id for r in spark.table(unique).collect()) == [0, 1, 2]
+    # The last batch's files are cleaned when Spark commits it, just after the query ends.
+    wait_for(lambda: len(os.listdir(src)) <= 1, timeout=30, what="cleanup")
+    assert sorted(os.listdir(src)) in ([], ["2.json"])
+    if clean == "archive":
+        archived = sorted(p.name for p in archive.rglob("*.json"))
+        assert set(archived) >= {"0.json", "1.json"}
+        assert (archive / str(src).lstrip("/") / "0.json").exists()
+
+
+def test_failfast_stream_names_file_and_line(spark, tmp_path, unique):
+    src = tmp_path / "in"
+    src.mkdir()
+    land(src, "bad.json", b'{"id": 1}\n{"id": "one"}\n')
+    query = (
+        spark.readStream.format("connectors.files").schema(SCHEMA).options(fileFormat="json", mode="FAILFAST").load(str(src))
+        .writeStream.format("memory").queryName(unique)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )
+    with pytest.raises(StreamingQueryException) as info:
+        query.awaitTermination(180)
+    assert f"malformed record in {src / 'bad.json'}, line 2 (mode FAILFAST)" in str(info.value)
+
+
+def test_s3_batch_and_stream(spark, s3_server, tmp_path, unique):
+    import s3fs
+
+    bucket = s3_server.create_bucket(unique)
+    fs = s3fs.S3FileSystem(**s3_server.storage_options())
+    fs.pipe(f"{unique}/in/a.json", json_lines(range(50), "a"))
+    fs.pipe(f"{unique}/in/sub/b.json.gz", compressing(json_lines(range(50, 80), "b"), "gzip"))
+    fs.pipe(f"{unique}/in/_temporary/c.json", b"not json\n")
+    storage = json.dumps(s3_server.storage_options())
+    reader = lambda r: r.format("connectors.files").schema(SCHEMA).options(fileFormat="json", storageOptions=storage)  # noqa: E731
+    assert sorted(r.id for r in reader(spark.read).load(f"{bucket}/in").collect()) == list(range(80))
+    query = (
+        reader(spark.readStream).option("discoveryInterval", "200ms").load(f"{bucket}/in")
+        .writeStream.format("memory").queryName(unique)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="0.5 seconds").start()
+    )
+    try:
+        wait_for(lambda: spark.table(unique).count() == 80, what="existing objects")
+        fs.pipe(f"{unique}/in/d.json", json_lines(range(80, 90), "d"))
+        wait_for(lambda: spark.table(unique).count() == 90, what="a new object")
+    finally:
+        query.stop()
+    assert sorted(r.id for r in spark.table(unique).collect()) == list(range(90))
+
+
+@pytest.mark.parametrize(
+    "options, schema, message",
+    [
+        ({"fileFormat": "jsonl"}, SCHEMA, "option 'fileformat' = 'jsonl': expected one of text, csv, json, parquet"),
+        ({"fileFormat": "json", "maxFilesPerTrigger": "-2"}, SCHEMA, "option 'maxfilespertrigger' = '-2': must be greater than 0"),
+        ({"fileFormat": "json"}, None, "a stream of csv or json files needs a schema"),
+        ({"fileFormat": "text"}, SCHEMA, "the text format has one column, value string"),
+        ({"fileFormat": "json", "filePathColumn": "f"}, SCHEMA, "option 'filepathcolumn' = 'f': the schema has no such column"),
+    ],
+)
+def test_bad_options_fail_at_query_start(spark, tmp_path, options, schema, message):
+    (tmp_path / "a.json").write_text('{"id": 1}\n')
+    reader = spark.readStream.format("connectors.files").options(**options)
+    if schema:
+        reader = reader.schema(schema)
+    with pytest.raises((AnalysisException, PySparkException, StreamingQueryException)) as info:
+        query = reader.load(str(tmp_path)).writeStream.format("console").option(
+            "checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        query.awaitTermination(120)
+    assert message.lower() in str(info.value).lower()
+
+
+@pytest.mark.crash
+def test_sigkill_mid_batch_every_file_read_exactly_once(crash_harness, tmp_path):
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    for n in range(12):
+        data = json_lines(range(n * 500, n * 500 + 500), f"{n}")
+        land(source, f"{n:02d}.json" + (".gz" if n % 3 == 0 else ""), compressing(data, "gzip") if n % 3 == 0 else data)
+    harness = crash_harness("jobs.file_source:files_to_parquet", source=str(source), out=str(out), files_per_batch=3)
+    report = harness.run(kills=2, kill_at="mid-batch", seed=11)
+    assert report.kills == 2
+    ids = pq.read_table(out).column("id").to_pylist()
+    assert len(ids) == 6000 and sorted(ids) == list(range(6000))
