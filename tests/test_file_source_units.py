@@ -151,22 +151,22 @@ def test_csv_options_and_metadata_columns(tmp_path):
     assert abs(rows[0]["mtime"].timestamp() - path.stat().st_mtime) < 0.01
 
 
-MALFORMED_CSV = "1,ok\nnot-a-number,bad\n3,ok\n4,too,many\n5,ok\n"
+MALFORMED_CSV = "1,ok\n2,too,many\n3,ok\nnot-a-number,bad\n5,ok\n"
 MALFORMED_JSON = '{"a": 1, "b": "ok"}\n{"a": "x", "b": "bad type"}\n{"a": 3, "b": "ok"}\n{broken\n{"a": 5, "b": "ok"}\n'
 
 
-@pytest.mark.parametrize("fmt, content", [("csv", MALFORMED_CSV), ("json", MALFORMED_JSON)])
-def test_malformed_records_in_each_mode(tmp_path, fmt, content):
+@pytest.mark.parametrize("fmt, content, bad_line", [("csv", MALFORMED_CSV, 2), ("json", MALFORMED_JSON, 2)])
+def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
     path = tmp_path / f"m.{fmt}"
     path.write_text(content)
     rows = read_all(str(path), AB_CORRUPT, fileFormat=fmt)  # PERMISSIVE
     good = sorted(r["a"] for r in rows if r["_corrupt_record"] is None)
     corrupt = [r for r in rows if r["_corrupt_record"] is not None]
-    assert good == [1, 3, 5] and len(corrupt) == 2
+    assert good == [1, 3, 5] and len(corrupt) == 2, rows
     assert all(r["a"] is None and r["b"] is None for r in corrupt)
     assert {r["_corrupt_record"] for r in corrupt} == {line for line in content.splitlines() if "bad" in line or "many" in line or "broken" in line}
     assert sorted(r["a"] for r in read_all(str(path), AB, fileFormat=fmt, mode="DROPMALFORMED")) == [1, 3, 5]
-    with pytest.raises(MalformedRecordError, match=rf"malformed record in {path}, line 2 \(mode FAILFAST\)"):
+    with pytest.raises(MalformedRecordError, match=rf"malformed record in {path}, line {bad_line} \(mode FAILFAST\)"):
         read_all(str(path), AB, fileFormat=fmt, mode="failfast")
 
 

@@ -99,15 +99,19 @@ class ReadSpec:
 
 
 def _read_through_newline(stream: BinaryIO) -> bytes:
-    """Bytes up to and including the next newline (or to the end of the stream)."""
+    """Bytes up to and including the next newline (or to the end); leaves the stream after it."""
     parts = []
     while True:
-        chunk = stream.readline(1 << 16) if hasattr(stream, "readline") else stream.read(1)
+        position = stream.tell()
+        chunk = stream.read(1 << 16)
         if not chunk:
             break
-        parts.append(chunk)
-        if chunk.endswith(b"\n"):
+        cut = chunk.find(b"\n")
+        if cut >= 0:
+            parts.append(chunk[: cut + 1])
+            stream.seek(position + cut + 1)
             break
+        parts.append(chunk)
     return b"".join(parts)
 
 
@@ -241,7 +245,8 @@ class CsvParser:
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, bad)
         typed, bad_rows = _cast_or_mark(table, self.schema)
         if bad_rows:
-            lines = _data_lines(block, skip)
+            skipped = {m.line for m in bad}  # rows the parser dropped have no row in `table`
+            lines = [line for line in _data_lines(block, skip) if line[0] not in skipped]
             bad.extend(Malformed(lines[row][0], lines[row][1]) for row in bad_rows)
             typed = typed.filter(pa.array([i not in set(bad_rows) for i in range(typed.num_rows)]))
         return typed, sorted(bad, key=lambda m: m.line)
