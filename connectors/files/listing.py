@@ -157,6 +157,7 @@ class FileLister:
     def _find_remote(self, fs: fsspec.AbstractFileSystem, root: str) -> Iterator[FileStatus]:
         # One flat, paginated listing (cheap on object stores), hidden parts filtered afterwards.
         prefix = root.rstrip("/") + "/"
+        fs.invalidate_cache(root)  # s3fs and friends cache listings: a monitor needs fresh ones
         found = fs.find(root, maxdepth=None if self.recursive else 1, detail=True)
         for path, info in sorted(found.items()):
             if info.get("type") == "directory":
