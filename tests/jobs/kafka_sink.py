@@ -1,0 +1,74 @@
+"""Jobs for the Kafka sink tests: crash-harness queries and a task-retry run in its own Spark.
+
+Input is ``connectors.numbers`` (replayable, deterministic partitions), so every number must end
+up in the topic; the tests count them with read_committed consumers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from connectors.testing.crash import mark_batches
+
+
+def _records(df):
+    return df.selectExpr("cast(value as string) as value", "cast(value % 10 as string) as key")
+
+
+def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="format"):
+    """Crash-harness job: numbers 0..end -> Kafka, through the format or the KafkaSink callable."""
+    from connectors.kafka import KafkaSink
+
+    df = (
+        spark.readStream.format("connectors.numbers")
+        .option("end", end).option("rowsPerBatch", rows_per_batch).option("numPartitions", 2)
+        .load()
+    )
+    records = _records(mark_batches(df))
+    if via == "format":
+        writer = records.writeStream.format("connectors.kafka").options(**options)
+    else:
+        writer = records.writeStream.foreachBatch(KafkaSink(options))
+    return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+
+
+def fail_first_attempt(df, after_batches: int):
+    """Partition 0's first attempt passes ``after_batches`` Arrow batches on, then fails."""
+
+    def inject(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        doomed = ctx.partitionId() == 0 and ctx.attemptNumber() == 0
+        for index, batch in enumerate(batches):
+            if doomed and index == after_batches:
+                raise RuntimeError("injected failure of the first attempt")
+            yield batch
+
+    return df.mapInArrow(inject, df.schema)
+
+
+def task_retry(checkpoint, stream_options, batch_options, end):
+    """In a Spark that retries tasks (local[2,3]): a stream and a batch write whose partition 0
+    fails once midway; Spark's retry must complete both."""
+    from connectors.testing.spark import local_session
+
+    spark = local_session("kafka-sink-retry", conf={
+        "spark.master": "local[2,3]",  # tasks get 3 attempts (local mode's default is 1)
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100",  # many batches: fail midway
+    })
+    stream = spark.readStream.format("connectors.numbers").option("end", end).option("numPartitions", 2).load()
+    (
+        _records(fail_first_attempt(stream, after_batches=3))
+        .writeStream.format("connectors.kafka").options(**stream_options)
+        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        .awaitTermination()
+    )
+    batch = spark.read.format("connectors.numbers").option("end", end).option("numPartitions", 2).load()
+    _records(fail_first_attempt(batch, after_batches=3)).write.format("connectors.kafka").options(**batch_options).mode("append").save()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    task_retry(**json.loads(sys.argv[1]))
