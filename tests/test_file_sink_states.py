@@ -168,16 +168,23 @@ def test_interrupted_publication_is_completed(tmp_path, clock, monkeypatch):
 def test_listener_roll_while_a_task_appends(tmp_path, clock):
     p = plan(tmp_path, rolloverInterval="10s")
     commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
-    clock.now += 11
-    in_flight = write(p, 1, 0, lines("b"))  # a task read the state and appended ...
-    clock.now += 0.5
-    assert roll_expired(p.storage, p.rules, QUERY, clock.now) == 1  # ... while the listener rolled
-    assert list(visible(tmp_path).values()) == ["a\n"]
+    [tail] = hidden(tmp_path)
+    clock.now += 9
+    in_flight = write(p, 1, 0, lines("b"))  # a task appended to the open part's file ...
+    assert (tmp_path / tail).read_text() == "a\nb\n"
+    clock.now += 2
+    assert roll_expired(p.storage, p.rules, QUERY, clock.now) == 1  # ... the listener rolled it meanwhile
+    assert list(visible(tmp_path).values()) == ["a\n"]  # a copy of the committed bytes only
+    assert StateLog(p.storage, QUERY).latest().garbage == (tail,)
     commit_batch(p, [in_flight], 1)
     state = StateLog(p.storage, QUERY).latest()
-    assert [part.size for part in state.parts.values()] == [2]  # "b" went on in a new part
+    [part] = state.parts.values()
+    assert [(piece.path, piece.start, piece.end) for piece in part.pieces] == [(tail, 2, 4)]  # "b" goes on
+    assert state.garbage == () and (tmp_path / tail).exists()  # still needed by the new part
+    clock.now += 1
     finish_query(p.storage, QUERY, rename=False, clean=False)
     assert sorted(visible(tmp_path).values()) == ["a\n", "b\n"]
+    assert finish(str(tmp_path)) == 0 and hidden(tmp_path) == []  # the command deletes leftovers
 
 
 def test_state_log_stays_bounded(tmp_path, clock):

@@ -125,16 +125,29 @@ class Storage:
         piece and the extra bytes are never published. The lock lasts until the file is closed."""
         if not self.local:
             return None
-        handle = open(self.abs(rel), "r+b")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+        handle = self._lock(rel)
+        if handle is None:
             return None
         if os.fstat(handle.fileno()).st_size != committed:
             handle.close()
             return None
         handle.seek(committed)
+        return handle
+
+    def _lock(self, rel: str) -> BinaryIO | None:
+        """``rel`` opened and exclusively locked, or None if it is gone or locked by a writer."""
+        path = self.abs(rel)
+        try:
+            handle = open(path, "r+b")
+        except FileNotFoundError:  # published and deleted by the maintenance listener
+            return None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(path).st_ino != os.fstat(handle.fileno()).st_ino:
+                raise FileNotFoundError(path)  # deleted (or replaced) between open and lock
+        except (BlockingIOError, FileNotFoundError):
+            handle.close()
+            return None
         return handle
 
     def write_atomically(self, rel: str, data: bytes) -> None:
@@ -179,15 +192,16 @@ class Storage:
             return
         with self.fs.open(path, "wb") as out:  # a multipart upload, completed at close
             for piece in pieces:
-                for low in range(piece.start, piece.end, _COPY_CHUNK):
-                    out.write(self.fs.cat_file(self.abs(piece.path), low, min(piece.end, low + _COPY_CHUNK)))
+                with self.fs.open(self.abs(piece.path), "rb") as source:
+                    source.seek(piece.start)
+                    _copy(source, out, piece.size)
 
 
 def _copy(source: BinaryIO, out: BinaryIO, length: int) -> None:
     while length > 0:
         chunk = source.read(min(length, _COPY_CHUNK))
         if not chunk:
-            raise OSError(f"{source.name} is shorter than its committed length")
+            raise OSError(f"{getattr(source, 'path', source.name)} is shorter than its committed length")
         out.write(chunk)
         length -= len(chunk)
 

@@ -55,6 +55,8 @@ def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_i
         publish(storage, new.pending, rename=True)
         touched = {posixpath.dirname(p.final) for p in [*new.pending, *adopted]}
         sweep(storage, touched, keep=new.referenced())
+        for path in set(state.garbage) - new.referenced():
+            storage.delete(path)
 
 
 def _merge(plan: SinkPlan, state: SinkState, messages: list[FileSinkMessage]) -> tuple[dict[str, Part], list[Part]]:
@@ -110,16 +112,17 @@ def roll_expired(storage: Storage, rules: RollingRules, query: str, now: float |
         if not expired:
             return 0
         parts = {s: p for s, p in state.parts.items() if s not in expired}
-        new = SinkState(query, state.version + 1, state.batch, parts, tuple(expired.values()))
-        log.write(new)
+        new = SinkState(query, state.version + 1, state.batch, parts, tuple(expired.values()), state.garbage)
+        log.write(new.with_garbage(new.pending))
         publish(storage, new.pending, rename=False)
         return len(expired)
 
 
 def finish_query(storage: Storage, query: str, rename: bool, clean: bool, locked: bool = False) -> list[Part]:
     """Publish every open part of ``query`` and return them. ``rename``: piece files may be moved
-    (no task appends to them any more; else they are copied); ``clean``: delete leftover hidden
-    files in the parts' directories (only when no task of any query writes to the base path)."""
+    (no task appends to them any more; else they are copied); ``clean``: delete every leftover hidden
+    file in the parts' directories now (only when no task of any query writes to the base path);
+    otherwise the next batch commit deletes the published pieces."""
     if not locked:
         with driver_lock(storage.base):
             return finish_query(storage, query, rename, clean, locked=True)
@@ -127,10 +130,15 @@ def finish_query(storage: Storage, query: str, rename: bool, clean: bool, locked
     state = log.latest()
     publish(storage, state.pending, rename)
     if not state.parts:
+        if clean:
+            for path in state.garbage:
+                storage.delete(path)
         return []
-    new = SinkState(query, state.version + 1, state.batch, {}, tuple(state.parts.values()))
-    log.write(new)
+    new = SinkState(query, state.version + 1, state.batch, {}, tuple(state.parts.values()), state.garbage)
+    log.write(new if clean else new.with_garbage(new.pending))
     publish(storage, new.pending, rename)
     if clean:
         sweep(storage, {posixpath.dirname(p.final) for p in new.pending}, keep=set())
+        for path in new.garbage:
+            storage.delete(path)
     return list(new.pending)

@@ -78,7 +78,9 @@ class SinkState:
     """The sink after ``batch`` (-1: none yet) at log ``version``.
 
     ``parts``: the open part of each slot (``<bucket>#<partition>``); ``pending``: parts this
-    version publishes (re-published idempotently by whoever reads this version first after a crash).
+    version publishes (re-published idempotently by whoever reads this version first after a crash);
+    ``garbage``: files of parts the maintenance listener published, which a task may still have
+    been appending to: the next batch commit deletes those no open part needs.
     """
 
     query: str
@@ -86,12 +88,13 @@ class SinkState:
     batch: int = -1
     parts: dict[str, Part] = dataclasses.field(default_factory=dict)
     pending: tuple[Part, ...] = ()
+    garbage: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({
             "query": self.query, "version": self.version, "batch": self.batch,
             "parts": {slot: part.to_json() for slot, part in self.parts.items()},
-            "pending": [part.to_json() for part in self.pending],
+            "pending": [part.to_json() for part in self.pending], "garbage": list(self.garbage),
         })  # fmt: skip
 
     @classmethod
@@ -100,8 +103,12 @@ class SinkState:
         return cls(
             data["query"], data["version"], data["batch"],
             {slot: Part.from_json(part) for slot, part in data["parts"].items()},
-            tuple(Part.from_json(part) for part in data["pending"]),
+            tuple(Part.from_json(part) for part in data["pending"]), tuple(data.get("garbage", ())),
         )  # fmt: skip
+
+    def with_garbage(self, parts: tuple[Part, ...]) -> SinkState:
+        files = {piece.path for part in parts for piece in part.pieces}
+        return dataclasses.replace(self, garbage=tuple(sorted(set(self.garbage) | files)))
 
     def referenced(self) -> set[str]:
         """Files the open parts still need."""

@@ -85,7 +85,7 @@ class SinkPlan:
 class _OpenPart:
     """A part this task is writing: an encoder over one hidden file."""
 
-    def __init__(self, plan: SinkPlan, final: str, committed: Part | None):
+    def __init__(self, plan: SinkPlan, final: str, committed: Part | None, now: float):
         self.plan, self.final, self.committed = plan, final, committed
         tail = committed.pieces[-1] if committed and committed.pieces else None
         handle = plan.storage.append_piece(tail.path, tail.end) if tail is not None else None
@@ -95,7 +95,7 @@ class _OpenPart:
             self.path, self.start = in_progress_name(final), 0
             self.handle = plan.storage.new_piece(self.path)
         self.base_size = committed.size if committed else 0
-        self.opened = committed.opened if committed else time.time()
+        self.opened = committed.opened if committed else now
         self.written = self.opened
         self._encoder: PartEncoder | None = None
 
@@ -158,9 +158,9 @@ class TaskWriter:
         ):
             result.rolled, committed = committed.final, None
         if committed is not None:
-            part = _OpenPart(self.plan, committed.final, committed)
+            part = _OpenPart(self.plan, committed.final, committed, now)
         else:
-            part = _OpenPart(self.plan, self.plan.new_final(bucket, self.uid, self.counter), None)
+            part = _OpenPart(self.plan, self.plan.new_final(bucket, self.uid, self.counter), None, now)
             self.counter += 1
         self.open[slot] = part
         return part

@@ -1,0 +1,233 @@
+"""connectors.files sink on a real SparkSession: formats, buckets, listener, readers, object store."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.errors import PySparkException
+
+from connectors.files import FileSink, FileSinkListener, finish
+
+
+def numbers(spark, end: int, rows_per_batch: int, partitions: int = 2):
+    return (
+        spark.readStream.format("connectors.numbers").option("end", end)
+        .option("rowsPerBatch", rows_per_batch).option("numPartitions", partitions).load()
+    )  # fmt: skip
+
+
+def visible_files(base: Path) -> list[Path]:
+    """Files a reader that skips hidden names sees."""
+    return sorted(
+        Path(root, name)
+        for root, dirs, files in os.walk(base)
+        if not any(part.startswith(("_", ".")) for part in Path(root).relative_to(base).parts)
+        for name in files
+        if not name.startswith((".", "_"))
+    )
+
+
+def wait_for(condition, timeout: float = 90.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def listener(spark):
+    attached = []
+
+    def attach(**options) -> FileSinkListener:
+        attached.append(FileSinkListener(**options))
+        spark.streams.addListener(attached[-1])
+        return attached[-1]
+
+    yield attach
+    for item in attached:
+        spark.streams.removeListener(item)
+
+
+def test_csv_gzip_stream_few_files_visible_after_termination(spark, tmp_path, listener):
+    out = tmp_path / "out"
+    options = {"path": str(out), "fileFormat": "csv", "compression": "gzip", "partSuffix": ".csv.gz",
+               "bucketAssigner": "basePath"}  # fmt: skip
+    listener(**options)
+    query = (
+        numbers(spark, 4999, 1000).writeStream.format("connectors.files").options(**options)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination(180)
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) == 5
+    # five batches appended to one open part per partition, published when the query ended
+    wait_for(lambda: len(visible_files(out)) == 2, what="parts published on termination")
+    assert all(p.name.startswith("part-") and p.name.endswith(".csv.gz") for p in visible_files(out))
+    with gzip.open(visible_files(out)[0]) as handle:  # one gzip member per batch: one stream
+        assert handle.read().decode().splitlines()[0].isdigit()
+    values = sorted(r.value for r in spark.read.schema("value long").csv(str(out)).collect())
+    assert values == list(range(5000))
+    assert finish(str(out)) == 0  # nothing left open; the command deletes the listener's leftovers
+    assert not [n for n in os.listdir(out) if n.startswith(".")]
+
+
+def test_foreach_batch_json_by_column_matches_spark_layout(spark, tmp_path):
+    out = tmp_path / "out"
+    df = numbers(spark, 2999, 1000).selectExpr("value", "cast(value % 3 as string) as k")
+    (
+        df.writeStream.foreachBatch(FileSink(str(out), fileFormat="json", bucketAssigner="column", bucketColumn="k"))
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        .awaitTermination(180)
+    )  # fmt: skip
+    assert finish(str(out)) == 6  # 3 buckets x 2 partitions left open by the default policy
+    assert sorted(p.parent.name for p in visible_files(out)) == ["k=0"] * 2 + ["k=1"] * 2 + ["k=2"] * 2
+    first = json.loads(visible_files(out)[0].read_text().splitlines()[0])
+    assert list(first) == ["value"]  # the bucket column lives in the directory name, as partitionBy
+    rows = spark.read.json(str(out)).collect()
+    assert sorted((r.value, int(r.k)) for r in rows) == [(v, v % 3) for v in range(3000)]
+
+
+def test_parquet_on_checkpoint_date_time_buckets(spark, tmp_path):
+    out = tmp_path / "out"
+    hours = {datetime.now(timezone.utc).strftime("%Y-%m-%d--%H")}
+    (
+        numbers(spark, 2999, 1000).writeStream.format("connectors.files").option("path", str(out))
+        .option("fileFormat", "parquet").option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start().awaitTermination(180)
+    )  # fmt: skip
+    hours.add(datetime.now(timezone.utc).strftime("%Y-%m-%d--%H"))
+    files = visible_files(out)
+    assert len(files) == 6  # a bulk format rolls at every batch: 3 batches x 2 partitions
+    assert {p.parent.name for p in files} <= hours
+    values = sorted(v for p in files for v in pq.read_table(p).column("value").to_pylist())
+    assert values == list(range(3000))
+
+
+def test_idle_stream_is_published_by_the_listener(spark, tmp_path, listener):
+    out = tmp_path / "out"
+    options = {"path": str(out), "fileFormat": "text", "bucketAssigner": "basePath",
+               "inactivityInterval": "2s", "bucketCheckInterval": "500ms"}  # fmt: skip
+    listener(**options)
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "500ms")
+    try:
+        query = (
+            numbers(spark, 1999, 1000).selectExpr("cast(value as string) as value").writeStream
+            .format("connectors.files").options(**options).option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(processingTime="500 milliseconds").start()
+        )  # fmt: skip
+        try:
+            # the source has no more data: no batch runs, only idle events
+            wait_for(lambda: sum(len(p.read_text().splitlines()) for p in visible_files(out)) == 2000,
+                     what="idle parts published")  # fmt: skip
+            assert query.isActive
+        finally:
+            query.stop()
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    values = sorted(int(line) for p in visible_files(out) for line in p.read_text().splitlines())
+    assert values == list(range(2000))
+
+
+def test_polling_reader_never_sees_a_partial_file(spark, tmp_path):
+    out = tmp_path / "out"
+    seen: dict[Path, str] = {}
+    problems: list[str] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for path in visible_files(out) if out.exists() else []:
+                text = path.read_text()
+                if path in seen and seen[path] != text:
+                    problems.append(f"{path.name} changed after it appeared")
+                lines = text.splitlines()
+                if not text.endswith("\n") or any(json.loads(line).keys() != {"value"} for line in lines):
+                    problems.append(f"{path.name} is partial")
+                seen[path] = text
+            time.sleep(0.01)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        (
+            numbers(spark, 19_999, 2000).writeStream.format("connectors.files").option("path", str(out))
+            .option("fileFormat", "json").option("bucketAssigner", "basePath").option("partSize", "30k")
+            .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+            .awaitTermination(180)
+        )  # fmt: skip
+        finish(str(out))
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        poller.join()
+    assert problems == []
+    assert len(seen) >= 6  # parts rolled by size during the run, while the poller watched
+    values = sorted(json.loads(line)["value"] for text in seen.values() for line in text.splitlines())
+    assert values == list(range(20_000))
+
+
+def test_object_store_commit(spark, tmp_path, s3_server, unique):
+    import s3fs
+
+    bucket = s3_server.create_bucket(unique)
+    storage = json.dumps(s3_server.storage_options())
+    fs = s3fs.S3FileSystem(**s3_server.storage_options())
+    for file_format, expected in (("json", 2), ("parquet", 6)):  # default policy / on checkpoint
+        base = f"{bucket}/{file_format}"
+        (
+            numbers(spark, 2999, 1000).writeStream.format("connectors.files").option("path", base)
+            .option("fileFormat", file_format).option("bucketAssigner", "basePath")
+            .option("storageOptions", storage).option("checkpointLocation", str(tmp_path / file_format))
+            .trigger(availableNow=True).start().awaitTermination(180)
+        )  # fmt: skip
+        finish(base, s3_server.storage_options())
+        fs.invalidate_cache()
+        names = [p.rsplit("/", 1)[1] for p in fs.find(base)]
+        finals = [n for n in names if n.startswith("part-")]
+        assert len(finals) == expected and not [n for n in names if n.startswith(".")]
+        if file_format == "json":
+            values = [json.loads(line)["value"] for n in finals for line in fs.cat(f"{base}/{n}").decode().splitlines()]
+        else:
+            values = [v for n in finals for v in pq.read_table(f"{base}/{n}", filesystem=fs).column("value").to_pylist()]
+        assert sorted(values) == list(range(3000))
+
+
+def test_bad_options_fail_at_query_start(spark, tmp_path):
+    stream = numbers(spark, 9, 10).writeStream.format("connectors.files").option("path", str(tmp_path / "o"))
+    query = (
+        stream.option("fileFormat", "parquet").option("rollingPolicy", "default")
+        .option("checkpointLocation", str(tmp_path / "cp")).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException, match="option 'rollingPolicy' = 'default': fileFormat 'parquet' is a bulk"):
+        query.awaitTermination(120)
+    with pytest.raises(PySparkException, match="option 'partsize' = '-1': expected a size"):
+        spark.range(3).write.format("connectors.files").option("fileFormat", "json").option("partSize", "-1").mode(
+            "append"
+        ).save(str(tmp_path / "b"))
+    with pytest.raises(PySparkException, match="'fileFormat' = 'text': needs exactly one string column"):
+        spark.range(3).write.format("connectors.files").option("fileFormat", "text").mode("append").save(
+            str(tmp_path / "c")
+        )
+    with pytest.raises(ValueError, match="option 'bucketColumn' = 'k': applies only to bucketAssigner column"):
+        FileSink(str(tmp_path), fileFormat="csv", bucketColumn="k")
+    assert not (tmp_path / "o").exists()
+
+
+def test_batch_write_append_and_overwrite(spark, tmp_path):
+    out = str(tmp_path / "out")
+    write = spark.range(100).write.format("connectors.files").option("fileFormat", "csv").option("bucketAssigner", "basePath")
+    write.mode("append").save(out)
+    write.mode("append").save(out)
+    assert spark.read.schema("id long").csv(out).count() == 200
+    spark.range(7).write.format("connectors.files").option("fileFormat", "csv").option(
+        "bucketAssigner", "basePath"
+    ).mode("overwrite").save(out)
+    assert sorted(r.id for r in spark.read.schema("id long").csv(out).collect()) == list(range(7))
