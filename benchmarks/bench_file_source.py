@@ -1,0 +1,153 @@
+"""connectors.files vs Spark's own file stream source, on the same files, in one run.
+
+1. Throughput: a directory of JSON-lines and of CSV files read by a stream with
+   ``Trigger.AvailableNow`` into Spark's ``noop`` sink (rows/s).
+2. Planning time per trigger with 10k and 100k files already in the directory: the old files are
+   dated 30 days back and both sources get ``maxFileAge=1d``, so both skip them (as if read long
+   ago) but must still list the directory; each micro-batch lands one new file, and planning is
+   ``triggerExecution - addBatch`` of Spark's progress (listing, offsets, planning, WAL). Our
+   source lists at every trigger here (``discoveryInterval=0``), like Spark.
+
+Planning results are given as triggers per second of planning time, so the ratio ours/Spark is
+how many times less planning time we need. Sizes: ``--rows`` (BENCH_FILE_SOURCE_ROWS, default
+1M) and ``--files`` (BENCH_FILE_SOURCE_FILES, default 10000,100000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import Result, local_spark, measure, report
+
+SCHEMA = "id long, name string, score double"
+TRIGGERS = 8
+
+
+def write_data(directory: Path, rows: int, files: int) -> None:
+    (directory / "json").mkdir(parents=True)
+    (directory / "csv").mkdir()
+    per_file = rows // files
+    for n in range(files):
+        ids = range(n * per_file, (n + 1) * per_file)
+        (directory / "json" / f"part-{n:04d}.json").write_text(
+            "".join(json.dumps({"id": i, "name": f"name-{i % 1000}", "score": i * 0.5}) + "\n" for i in ids))
+        (directory / "csv" / f"part-{n:04d}.csv").write_text("".join(f"{i},name-{i % 1000},{i * 0.5}\n" for i in ids))
+
+
+def many_files(directory: Path, count: int) -> None:
+    directory.mkdir(parents=True)
+    old = time.time() - 30 * 86400
+    for n in range(count):
+        path = directory / f"old-{n:06d}.json"
+        path.write_text('{"id": 0, "name": "old", "score": 0}\n')
+        os.utime(path, (old, old))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_FILE_SOURCE_ROWS", 1_000_000)))
+    parser.add_argument("--files", default=os.environ.get("BENCH_FILE_SOURCE_FILES", "10000,100000"))
+    args = parser.parse_args(argv)
+    spark = local_spark()
+    work = Path(tempfile.mkdtemp(prefix="bench-file-source-"))
+    try:
+        results, notes = run(spark, work, args.rows, [int(n) for n in args.files.split(",")])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ratios = {
+        "ours/spark json rows/s": ("connectors.files json", "spark json"),
+        "ours/spark csv rows/s": ("connectors.files csv", "spark csv"),
+    }
+    for label in notes["planning_ms"]:
+        ratios[f"spark/ours planning time, {label}"] = (f"connectors.files planning, {label}", f"spark planning, {label}")
+    report("file_source", results, ratios, notes)
+
+
+def stream_reader(spark, ours: bool, fmt: str, options: dict[str, str]):
+    if ours:
+        return spark.readStream.format("connectors.files").schema(SCHEMA).option("fileFormat", fmt).options(**options)
+    return spark.readStream.format(fmt).schema(SCHEMA).options(**options)
+
+
+def drain(spark, work: Path, ours: bool, fmt: str, source: Path) -> None:
+    checkpoint = tempfile.mkdtemp(dir=work)
+    query = (
+        stream_reader(spark, ours, fmt, {}).load(str(source))
+        .writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    )
+    query.awaitTermination()
+
+
+def planning(spark, work: Path, ours: bool, source: Path) -> list[float]:
+    """Planning ms of TRIGGERS micro-batches, each reading one newly landed file."""
+    landed = [0]
+
+    def land_next() -> None:
+        staging = work / "staging"
+        staging.mkdir(exist_ok=True)
+        name = f"new-{'ours' if ours else 'spark'}-{landed[0]:04d}.json"
+        (staging / name).write_text('{"id": 1, "name": "new", "score": 1}\n')
+        os.rename(staging / name, source / name)
+        landed[0] += 1
+
+    def each_batch(df, batch_id) -> None:
+        df.write.format("noop").mode("overwrite").save()
+        land_next()
+
+    options = {"maxFileAge": "1d"} | ({"discoveryInterval": "0"} if ours else {})
+    land_next()
+    query = (
+        stream_reader(spark, ours, "json", options).load(str(source))
+        .writeStream.foreachBatch(each_batch).option("checkpointLocation", tempfile.mkdtemp(dir=work)).start()
+    )
+    try:
+        deadline = time.monotonic() + 1800
+        while len([p for p in query.recentProgress if p["numInputRows"]]) < TRIGGERS + 2:
+            if time.monotonic() > deadline or query.exception():
+                raise RuntimeError(f"planning run stalled: {query.exception()}")
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    progress = [p for p in query.recentProgress if p["numInputRows"]][2 : TRIGGERS + 2]  # after warm-up
+    return [p["durationMs"]["triggerExecution"] - p["durationMs"].get("addBatch", 0) for p in progress]
+
+
+def run(spark, work: Path, rows: int, file_counts: list[int]) -> tuple[list[Result], dict]:
+    write_data(work / "data", rows, files=20)
+    drain(spark, work, True, "json", work / "data" / "json")  # warm-up: Python worker machinery
+    results = []
+    for fmt in ("json", "csv"):
+        source = work / "data" / fmt
+        results.append(measure(f"connectors.files {fmt}", rows, lambda: drain(spark, work, True, fmt, source)))
+        results.append(measure(f"spark {fmt}", rows, lambda: drain(spark, work, False, fmt, source)))
+    planning_ms: dict[str, dict[str, list[float]]] = {}
+    for count in file_counts:
+        label = f"{count // 1000}k files"
+        source = work / f"many-{count}"
+        many_files(source, count)
+        planning_ms[label] = {}
+        for ours, name in ((True, "connectors.files"), (False, "spark")):
+            times = planning(spark, work, ours, source)
+            planning_ms[label][name] = times
+            total_s = sum(times) / 1000
+            results.append(Result(f"{name} planning, {label}", len(times), total_s))
+            print(f"  {name} planning, {label}: median {sorted(times)[len(times) // 2]:.0f} ms per trigger", flush=True)
+        shutil.rmtree(source, ignore_errors=True)
+    notes = {
+        "rows": rows,
+        "cores": spark.sparkContext.defaultParallelism,
+        "planning_ms": planning_ms,
+        "planning_unit": "planning results: rows = triggers, rows/s = triggers per second of planning time",
+        "spark": spark.version,
+    }
+    return results, notes
+
+
+if __name__ == "__main__":
+    main()
