@@ -9,6 +9,8 @@ import importlib
 
 # Name -> module defining it.
 _EXPORTS = {
+    # read side (docs/file-source.md)
+    "FileSourceOptions": "connectors.files.source_options",
     # write side (docs/file-sink.md)
     "FileSink": "connectors.files.sink",
     "FileSinkOptions": "connectors.files.sink_options",
