@@ -65,7 +65,9 @@ class _PlansRanges:
         ranges = plan(start, end, earliest, data_loss_handler(self.options.fail_on_data_loss))
         return split(ranges, self.options.min_partitions, self.options.max_records_per_partition)
 
-    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing was planned
+            return iter(())
         return iter(RangeReader(self.options, partition))
 
 
@@ -98,6 +100,7 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         self._latest: tuple[float, Offsets] | None = None  # (monotonic time fetched, offsets)
         self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
         self._last_trigger = 0.0  # when minOffsetsPerTrigger last let a batch run (0: the first always runs)
+        self._group_committed: Offsets | None = None
 
     def __getstate__(self) -> dict:
         # read() runs on an unpickled copy in an executor: no client, no driver-side caches.
@@ -133,6 +136,9 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin, latest = from_json(start), self.latest()
+        # Spark plans the next batch only once the previous one is complete, so ``start`` has
+        # been processed: commit it now; Spark's own commit() call comes a batch later.
+        self._commit_to_group(begin)
         if self._target is not None:  # nothing that arrived after the AvailableNow target
             latest = {tp: min(offset, self._target[tp]) for tp, offset in latest.items() if tp in self._target}
         if self._delay(begin, latest):
@@ -166,8 +172,14 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         return self._ranges(self.broker, from_json(start), from_json(end))
 
     def commit(self, end: dict) -> None:
-        if self.options.group_id is not None:
-            self.broker.commit(from_json(end))
+        self._commit_to_group(from_json(end))
+
+    def _commit_to_group(self, processed: Offsets) -> None:
+        """With ``kafka.group.id``: commit processed offsets for monitoring, once per new position."""
+        if self.options.group_id is None or processed == self._group_committed:
+            return
+        self.broker.commit(processed)
+        self._group_committed = processed
 
     def stop(self) -> None:
         if self._broker is not None:

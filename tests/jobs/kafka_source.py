@@ -1,0 +1,31 @@
+"""Crash-harness job: connectors.kafka -> a per-batch idempotent parquet sink.
+
+Every micro-batch overwrites its own directory ``out/batch=<id>``, so a batch replayed after a
+kill replaces its earlier output, and any offset the source skips or delivers twice across
+restarts shows up in the final count.
+"""
+
+from connectors.testing.crash import mark_batches
+
+
+def kafka_to_parquet(spark, checkpoint, out, bootstrap, topic, max_offsets):
+    df = (
+        spark.readStream.format("connectors.kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_offsets)
+        .load()
+        .select("partition", "offset", "value")
+    )
+
+    def write(batch_df, batch_id):
+        batch_df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
+
+    return (
+        mark_batches(df)
+        .writeStream.foreachBatch(write)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )

@@ -1,0 +1,455 @@
+"""connectors.kafka read side, against the real local broker: options, batch, streams, offsets
+in the checkpoint, partition discovery, data loss, read_committed, group commits, crash recovery."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from pyspark.errors import PySparkException
+from pyspark.errors.exceptions.captured import StreamingQueryException
+
+from connectors.core.options import OptionError
+from connectors.kafka.source import KafkaStreamReader
+from connectors.kafka.source_offsets import DataLossError, OffsetRange, plan, rate_limit, split
+from connectors.kafka.source_options import KafkaSourceOptions
+from connectors.kafka.source_read import RangeReader
+
+FORMAT = "connectors.kafka"
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def admin(kafka_bootstrap) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+@pytest.fixture
+def topic(admin, unique) -> Callable[..., str]:
+    """``topic(partitions=1, name=...)`` creates a topic and returns its name."""
+
+    def make(partitions: int = 1, name: str | None = None) -> str:
+        name = name or f"{unique}-{partitions}p"
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        return name
+
+    return make
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[bytes | str], partition: int = 0, **kwargs) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, value=value, partition=partition, **kwargs)
+    assert producer.flush(30) == 0
+
+
+def values(df) -> list[str]:
+    return sorted(row.value.decode() for row in df.select("value").collect())
+
+
+def source(spark, bootstrap: str, stream: bool = False, **options):
+    reader = spark.readStream if stream else spark.read
+    return reader.format(FORMAT).option("kafka.bootstrap.servers", bootstrap).options(**options).load()
+
+
+def memory_stream(df, name: str, checkpoint, **trigger):
+    writer = df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(checkpoint))
+    return (writer.trigger(**trigger) if trigger else writer).start()
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 60, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+    return result
+
+
+def options(bootstrap: str, **extra: str) -> KafkaSourceOptions:
+    return KafkaSourceOptions.from_options({"kafka.bootstrap.servers": bootstrap, **extra})
+
+
+# -- offset arithmetic (no broker) ----------------------------------------------------------
+
+
+def test_rate_limit_splits_by_backlog_and_never_starves_small_partitions():
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 10}
+    latest = {("t", 0): 1000, ("t", 1): 10, ("t", 2): 11}
+    # 100 offsets: 1000/1011 of them to partition 0; partitions 1 and 2 still get at least one.
+    assert rate_limit(start, latest, 100) == {("t", 0): 98, ("t", 1): 1, ("t", 2): 11}
+    assert rate_limit(start, latest, 5000) == latest
+
+
+def test_split_honours_min_partitions_and_max_records():
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 0, 10), OffsetRange("t", 2, 5, 5)]
+    assert [(r.partition, r.start, r.end) for r in split(ranges, None, None)] == [(0, 0, 1000), (1, 0, 10)]
+    pieces = split(ranges, 5, None)
+    assert [(r.partition, r.start, r.end) for r in pieces] == [
+        (0, 0, 250), (0, 250, 500), (0, 500, 750), (0, 750, 1000), (1, 0, 10)]
+    assert [(r.start, r.end) for r in split(ranges[:1], None, 400)] == [(0, 333), (333, 666), (666, 1000)]
+
+
+def test_plan_reports_every_kind_of_data_loss():
+    reports: list[str] = []
+    ranges = plan(
+        start={("t", 0): 5, ("t", 1): 50, ("t", 2): 3, ("gone", 0): 7},
+        end={("t", 0): 20, ("t", 1): 8, ("t", 2): 9, ("new", 0): 4},
+        earliest={("t", 0): 10, ("t", 1): 0, ("t", 2): 0, ("new", 0): 1},
+        on_loss=reports.append,
+    )
+    assert [(r.topic, r.partition, r.start, r.end) for r in ranges] == [
+        ("new", 0, 1, 4), ("t", 0, 10, 20), ("t", 1, 0, 8), ("t", 2, 3, 9)]
+    assert len(reports) == 3
+    assert "gone partition 0 was deleted" in reports[0]
+    assert "t partition 0: offset 5 was deleted; earliest available offset is 10" in reports[1]
+    assert "t partition 1: offset 50 is past the end" in reports[2]
+
+
+# -- options --------------------------------------------------------------------------------
+
+
+BAD_OPTIONS = [
+    ({"subscribe": "a", "assign": '{"a":[0]}'}, "Only one of the options assign, subscribe, subscribePattern"),
+    ({}, "One of the options assign, subscribe, subscribePattern must be given"),
+    ({"assign": "[0,1]"}, 'expected JSON such as {"topicA":[0,1],"topicB":[0,1]}'),
+    ({"subscribePattern": "("}, "not a regular expression"),
+    ({"subscribe": "a", "startingOffsets": "oldest"}, "expected earliest, latest or JSON"),
+    ({"subscribe": "a", "startingOffsets": '{"a":{"x":1}}'}, "expected integer partitions and offsets"),
+    ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "set the source option 'startingOffsets'"),
+    ({"subscribe": "a", "kafka.value.deserializer": "x"}, "values are always read as bytes"),
+    ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, "offsets are kept in the query's checkpoint"),
+    ({"subscribe": "a", "kafka.ssl.truststore.location": "/x.jks"}, "use kafka.ssl.ca.location"),
+    ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger' = '0': must be greater than 0"),
+    ({"subscribe": "a", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "must not exceed maxOffsetsPerTrigger"),
+    ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "expected one of error, latest"),
+    ({"subscribe": "a", "failOnDataLos": "false"}, "unknown option; did you mean 'failOnDataLoss'?"),
+]
+
+
+@pytest.mark.parametrize("raw, message", BAD_OPTIONS)
+def test_bad_options_are_named_with_their_value(kafka_bootstrap, raw, message):
+    with pytest.raises(OptionError, match=re.escape(message)):
+        options(kafka_bootstrap, **raw)
+
+
+def test_missing_bootstrap_servers():
+    with pytest.raises(OptionError, match="'kafka.bootstrap.servers': required option is missing"):
+        KafkaSourceOptions.from_options({"subscribe": "a"})
+
+
+@pytest.mark.parametrize(
+    "raw, stream, message",
+    [
+        ({"startingOffsets": "latest"}, False, "starting offset can't be latest for batch queries"),
+        ({"startingOffsets": '{"a":{"0":-1}}'}, False, "offset for a-0 can't be latest for batch queries"),
+        ({"endingOffsets": "earliest"}, False, "ending offset can't be earliest for batch queries"),
+        ({"maxOffsetsPerTrigger": "5"}, False, "is only valid in streaming queries"),
+        ({"endingOffsets": "latest"}, True, "ending offsets are not valid in streaming queries"),
+        ({"kafka.key.deserializer": "x"}, True, "keys are always read as bytes"),
+    ],
+)
+def test_bad_options_fail_at_query_start(spark, kafka_bootstrap, tmp_path, raw, stream, message):
+    df_options = {"subscribe": "a", **raw}
+    with pytest.raises((PySparkException, StreamingQueryException)) as info:
+        df = source(spark, kafka_bootstrap, stream, **df_options)
+        if stream:
+            memory_stream(df, "bad_options", tmp_path).awaitTermination(60)
+        else:
+            df.collect()
+    assert message in str(info.value)
+
+
+def test_typed_options_render_to_the_same_string_options(kafka_bootstrap):
+    typed = KafkaSourceOptions(assign={"t": (0, 1)}, starting_offsets={"t": {0: 5, 1: -2}},
+                               max_offsets_per_trigger=100, include_headers=True,
+                               extra={"kafka.bootstrap.servers": kafka_bootstrap})
+    rendered = typed.to_options()
+    assert rendered["assign"] == '{"t": [0, 1]}' and rendered["includeHeaders"] == "true"
+    assert KafkaSourceOptions.from_options(rendered) == typed
+
+
+# -- batch reads ----------------------------------------------------------------------------
+
+
+def test_batch_read_schema_columns_and_headers(spark, kafka_bootstrap, topic):
+    name = topic(2)
+    produce(kafka_bootstrap, name, [b"a0", b"a1"], partition=0, key=b"k", timestamp=1_700_000_000_000)
+    produce(kafka_bootstrap, name, [b"b0"], partition=1, headers=[("h1", b"x"), ("h2", None)])
+    df = source(spark, kafka_bootstrap, subscribe=name, includeHeaders="true")
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+    rows = sorted(df.collect(), key=lambda r: (r.partition, r.offset))
+    assert [(r.key, r.value, r.topic, r.partition, r.offset, r.timestampType) for r in rows] == [
+        (b"k", b"a0", name, 0, 0, 0), (b"k", b"a1", name, 0, 1, 0), (None, b"b0", name, 1, 0, 0)]
+    assert rows[0].timestamp.timestamp() == 1_700_000_000
+    assert rows[0].headers is None
+    assert [(h.key, h.value) for h in rows[2].headers] == [("h1", b"x"), ("h2", None)]
+    assert "headers" not in source(spark, kafka_bootstrap, subscribe=name).columns
+
+
+def test_batch_offsets_json_assign_and_min_partitions(spark, kafka_bootstrap, topic):
+    name = topic(2)
+    produce(kafka_bootstrap, name, [f"p0-{i}" for i in range(100)], partition=0)
+    produce(kafka_bootstrap, name, [f"p1-{i}" for i in range(10)], partition=1)
+    df = source(spark, kafka_bootstrap, assign=json.dumps({name: [0, 1]}),
+                startingOffsets=json.dumps({name: {"0": 90, "1": -2}}),
+                endingOffsets=json.dumps({name: {"0": -1, "1": 3}}))
+    assert values(df) == sorted([f"p0-{i}" for i in range(90, 100)] + ["p1-0", "p1-1", "p1-2"])
+    only_p0 = source(spark, kafka_bootstrap, assign=json.dumps({name: [0]}), minPartitions="4")
+    assert only_p0.rdd.getNumPartitions() == 4 and only_p0.count() == 100
+    with pytest.raises(PySparkException, match="must name every partition read"):
+        source(spark, kafka_bootstrap, subscribe=name, startingOffsets=json.dumps({name: {"0": 1}})).collect()
+
+
+def test_batch_by_timestamps(spark, kafka_bootstrap, topic):
+    name, base = topic(1), 1_700_000_000_000
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(10):
+        producer.produce(name, value=f"v{i}", partition=0, timestamp=base + i * 1000)
+    producer.flush(30)
+    read = lambda **o: values(source(spark, kafka_bootstrap, subscribe=name, **o))  # noqa: E731
+    assert read(startingTimestamp=str(base + 7000)) == ["v7", "v8", "v9"]
+    assert read(startingOffsetsByTimestamp=json.dumps({name: {"0": base + 2500}}),
+                endingTimestamp=str(base + 5000)) == ["v3", "v4"]
+    assert read(startingTimestamp=str(base + 99_000), startingOffsetsByTimestampStrategy="latest") == []
+    with pytest.raises(PySparkException, match=f"no record at or after timestamp {base + 99_000} in topic {name}"):
+        read(startingTimestamp=str(base + 99_000))
+
+
+def test_unreachable_broker_fails_at_query_start(spark, tmp_path):
+    dead = {"kafka.socket.timeout.ms": "1500", "fetchOffset.numRetries": "1"}
+    message = "cannot list topics from the brokers at kafka.bootstrap.servers = '127.0.0.1:9'"
+    with pytest.raises(PySparkException, match=message):
+        source(spark, "127.0.0.1:9", subscribe="a", **dead).collect()
+    query = memory_stream(source(spark, "127.0.0.1:9", True, subscribe="a", **dead), "unreachable", tmp_path)
+    with pytest.raises(StreamingQueryException, match=message):
+        query.awaitTermination(120)
+
+
+# -- streams --------------------------------------------------------------------------------
+
+
+def test_stream_starts_at_latest_and_restart_resumes_from_checkpoint(spark, kafka_bootstrap, topic, tmp_path):
+    name = topic(2)
+    produce(kafka_bootstrap, name, ["old"])
+    df = source(spark, kafka_bootstrap, True, subscribe=name)
+    query = memory_stream(df, "from_latest", tmp_path / "a")
+    try:
+        query.processAllAvailable()
+        produce(kafka_bootstrap, name, ["new0"], partition=0)
+        produce(kafka_bootstrap, name, ["new1"], partition=1)
+        wait_for(lambda: len(spark.table("from_latest").collect()) == 2, what="the new records")
+        query.processAllAvailable()
+        assert values(spark.table("from_latest")) == ["new0", "new1"]
+        assert json.loads(query.lastProgress["sources"][0]["latestOffset"]) == {name: {"0": 2, "1": 1}}
+    finally:
+        query.stop()
+
+    # A restarted query ignores startingOffsets: it resumes exactly after what it processed.
+    checkpoint, out = str(tmp_path / "b"), tmp_path / "out"
+    for run, value in enumerate(["x", "y"]):
+        produce(kafka_bootstrap, name, [value])
+        df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest" if run == 0 else "latest")
+        (df.select("value").writeStream.format("parquet").option("path", str(out / str(run)))
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination(120))
+    written = lambda run: sorted(v.decode() for v in pq.read_table(out / run).column("value").to_pylist())  # noqa: E731
+    assert written("0") == ["new0", "new1", "old", "x"]
+    assert written("1") == ["y"]
+
+
+def test_available_now_with_max_offsets_per_trigger(spark, kafka_bootstrap, topic, tmp_path):
+    name = topic(3)
+    for partition in range(3):
+        produce(kafka_bootstrap, name, [f"{partition}-{i}" for i in range(100)], partition=partition)
+    df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest", maxOffsetsPerTrigger="120")
+    query = memory_stream(df, "capped", tmp_path, availableNow=True)
+    query.awaitTermination(180)
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sizes == [120, 120, 60]
+    assert spark.table("capped").count() == 300
+    assert spark.table("capped").select("partition", "offset").distinct().count() == 300
+
+
+def test_min_offsets_per_trigger_waits_until_enough_or_max_delay(kafka_bootstrap, topic):
+    name = topic(1)
+    reader = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, minOffsetsPerTrigger="5",
+                                       maxTriggerDelay="2s", **{"fetchOffset.minIntervalMs": "0"}))
+    start = reader.initialOffset()
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset(start, limit) == start  # the very first trigger always runs (Spark's rule)
+    produce(kafka_bootstrap, name, ["a", "b"])
+    assert reader.latestOffset(start, limit) == start  # 2 < 5, delay not yet over
+    produce(kafka_bootstrap, name, ["c", "d", "e"])
+    assert reader.latestOffset(start, limit) == {name: {"0": 5}}  # enough
+    produce(kafka_bootstrap, name, ["f"])
+    after = {name: {"0": 5}}
+    assert reader.latestOffset(after, limit) == after
+    delayed = wait_for(lambda: (end := reader.latestOffset(after, limit)) != after and end, timeout=10,
+                       what="maxTriggerDelay")
+    assert delayed == {name: {"0": 6}}
+    reader.stop()
+
+
+def test_latest_offsets_are_throttled(kafka_bootstrap, topic):
+    name = topic(1)
+    reader = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, **{"fetchOffset.minIntervalMs": "1h"}))
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+    produce(kafka_bootstrap, name, ["a"])
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # the cached answer
+    reader.prepareForTriggerAvailableNow()  # always fresh
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {name: {"0": 1}}
+    reader.stop()
+
+
+def test_partition_added_mid_stream_is_read_from_earliest(spark, kafka_bootstrap, admin, topic, tmp_path):
+    name = topic(1)
+    df = source(spark, kafka_bootstrap, True, subscribe=name, **{"fetchOffset.minIntervalMs": "0"})
+    query = memory_stream(df, "added_partition", tmp_path)
+    try:
+        query.processAllAvailable()
+        admin.create_partitions([NewPartitions(name, 2)])[name].result(30)
+        produce(kafka_bootstrap, name, ["p1-0", "p1-1"], partition=1)
+        produce(kafka_bootstrap, name, ["p0-0"], partition=0)
+        wait_for(lambda: spark.table("added_partition").count() == 3, what="records of the new partition")
+        rows = spark.table("added_partition").where("partition = 1").orderBy("offset").collect()
+        assert [(r.offset, r.value) for r in rows] == [(0, b"p1-0"), (1, b"p1-1")]
+    finally:
+        query.stop()
+
+
+def test_pattern_subscription_picks_up_new_topics_from_earliest(spark, kafka_bootstrap, topic, unique, tmp_path):
+    first = topic(1, name=f"{unique}-a")
+    produce(kafka_bootstrap, first, ["a-before"])
+    df = source(spark, kafka_bootstrap, True, subscribePattern=f"{unique}-.*", **{"fetchOffset.minIntervalMs": "0"})
+    query = memory_stream(df, "pattern", tmp_path)
+    try:
+        query.processAllAvailable()
+        second = topic(2, name=f"{unique}-b")
+        topic(1, name=f"other{unique}")  # does not match
+        produce(kafka_bootstrap, second, ["b0"], partition=0)
+        produce(kafka_bootstrap, second, ["b1"], partition=1)
+        produce(kafka_bootstrap, first, ["a-after"])
+        wait_for(lambda: spark.table("pattern").count() == 3, what="records of the new topic")
+        assert values(spark.table("pattern")) == ["a-after", "b0", "b1"]  # latest for the first topic
+    finally:
+        query.stop()
+
+
+def test_group_commits_are_visible_to_an_admin_client(spark, kafka_bootstrap, admin, topic, unique, tmp_path):
+    name, group = topic(2), f"{unique}-group"
+    produce(kafka_bootstrap, name, ["a", "b", "c"], partition=0)
+    produce(kafka_bootstrap, name, ["d"], partition=1)
+    df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest", **{"kafka.group.id": group})
+    query = memory_stream(df, "group_commits", tmp_path)
+
+    def committed() -> dict[int, int]:
+        result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+        return {tp.partition: tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+    try:
+        wait_for(lambda: committed() == {0: 3, 1: 1}, what="offsets committed to the group")
+        produce(kafka_bootstrap, name, ["e"], partition=1)
+        wait_for(lambda: committed() == {0: 3, 1: 2}, what="the next commit")
+    finally:
+        query.stop()
+
+
+# -- data loss ------------------------------------------------------------------------------
+
+
+def _delete_before(admin: AdminClient, name: str, offset: int) -> None:
+    for future in admin.delete_records([TopicPartition(name, 0, offset)]).values():
+        future.result(30)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_data_loss_in_a_stream(spark, kafka_bootstrap, admin, topic, tmp_path, fail):
+    name, out = topic(1), tmp_path / "out"
+    produce(kafka_bootstrap, name, [f"v{i}" for i in range(10)])
+
+    def run():
+        df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest",
+                    failOnDataLoss=str(fail).lower())
+        return (df.select("value").writeStream.format("parquet").option("path", str(out))
+                .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+
+    run().awaitTermination(120)
+    produce(kafka_bootstrap, name, [f"v{i}" for i in range(10, 20)])
+    _delete_before(admin, name, 15)  # offsets 10..14 were never read: lost
+    query = run()
+    if fail:
+        with pytest.raises(StreamingQueryException,
+                           match=f"topic {name} partition 0: offset 10 was deleted; earliest available offset is 15"):
+            query.awaitTermination(120)
+    else:
+        query.awaitTermination(120)
+        read = sorted(v.decode() for v in pq.read_table(out).column("value").to_pylist())
+        assert read == sorted(f"v{i}" for i in [*range(10), *range(15, 20)])
+
+
+def test_data_loss_while_a_task_reads(kafka_bootstrap, admin, topic):
+    """Records deleted between planning and reading: the task reports it, or skips to earliest."""
+    name = topic(1)
+    produce(kafka_bootstrap, name, [f"v{i}" for i in range(20)])
+    _delete_before(admin, name, 15)
+    planned = OffsetRange(name, 0, 5, 20)
+    with pytest.raises(DataLossError, match=f"topic {name} partition 0: offset 5 was deleted; earliest available offset is 15"):
+        list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
+    batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
+    assert [v.decode() for b in batches for v in b.column("value").to_pylist()] == [f"v{i}" for i in range(15, 20)]
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+
+def test_read_committed_skips_aborted_records_and_never_hangs(spark, kafka_bootstrap, topic, unique, tmp_path):
+    name = topic(1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique})
+    producer.init_transactions(30)
+    for kind, count in [("c", 3), ("a", 4), ("c", 2), ("a", 3)]:  # ends in an aborted transaction
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(name, value=f"{kind}{i}", partition=0)
+        producer.flush(30)  # the aborted records must reach the log, not just be dropped
+        producer.commit_transaction(30) if kind == "c" else producer.abort_transaction(30)
+    committed = ["c0", "c0", "c1", "c1", "c2"]
+    strict = {"kafka.isolation.level": "read_committed", "kafkaConsumer.pollTimeoutMs": "20s"}
+
+    assert values(source(spark, kafka_bootstrap, subscribe=name, **strict)) == committed
+    assert len(values(source(spark, kafka_bootstrap, subscribe=name))) == 12  # read_uncommitted: all
+    # Micro-batches of 2 offsets end on markers and aborted records again and again.
+    df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest", maxOffsetsPerTrigger="2", **strict)
+    memory_stream(df, "committed_only", tmp_path, availableNow=True).awaitTermination(300)
+    assert values(spark.table("committed_only")) == committed
+
+
+# -- crash recovery -------------------------------------------------------------------------
+
+
+@pytest.mark.crash
+def test_sigkill_mid_batch_delivers_every_offset_exactly_once(crash_harness, kafka_bootstrap, topic, tmp_path):
+    name, per_partition = topic(4), 1500
+    for partition in range(4):
+        produce(kafka_bootstrap, name, [f"{partition}-{i}" for i in range(per_partition)], partition=partition)
+    out = tmp_path / "out"
+    harness = crash_harness("jobs.kafka_source:kafka_to_parquet", out=str(out), bootstrap=kafka_bootstrap,
+                            topic=name, max_offsets=1000)
+    report = harness.run(kills=2, kill_at="mid-batch", seed=3)
+    assert report.kills == 2
+    table = pq.read_table(out, columns=["partition", "offset", "value"])
+    seen = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
+    assert len(seen) == 4 * per_partition
+    assert sorted(seen) == [(p, o) for p in range(4) for o in range(per_partition)]
+    assert sorted(v.decode() for v in table.column("value").to_pylist()) == sorted(
+        f"{p}-{i}" for p in range(4) for i in range(per_partition))
