@@ -208,7 +208,7 @@ def test_bad_options_fail_at_query_start(spark, tmp_path):
     )  # fmt: skip
     with pytest.raises(PySparkException, match="option 'rollingPolicy' = 'default': fileFormat 'parquet' is a bulk"):
         query.awaitTermination(120)
-    with pytest.raises(PySparkException, match="option 'partsize' = '-1': expected a size"):
+    with pytest.raises(PySparkException, match="option 'partSize' = '-1': expected a size"):
         spark.range(3).write.format("connectors.files").option("fileFormat", "json").option("partSize", "-1").mode(
             "append"
         ).save(str(tmp_path / "b"))
