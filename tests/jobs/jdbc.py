@@ -1,0 +1,24 @@
+"""Crash-harness job: connectors.numbers -> PostgreSQL through connectors.jdbc, exactly-once.
+
+The table has no key, so a partition written twice after a kill shows up as duplicates and a
+lost one as a gap; ``foreach_batch`` chooses ``foreachBatch(JdbcSink(...))`` over the format.
+"""
+
+from connectors.jdbc import JdbcSink
+from connectors.testing.crash import mark_batches
+
+
+def numbers_to_postgres(spark, checkpoint, url, table, end, rows_per_batch, foreach_batch):
+    df = (
+        spark.readStream.format("connectors.numbers")
+        .option("end", end)
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr("value AS id", "concat('n', value) AS name")
+    )
+    options = {"url": url, "dbtable": table, "batchSize": "100", "deliveryGuarantee": "exactly-once"}
+    writer = mark_batches(df).writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
+    if foreach_batch:
+        return writer.foreachBatch(JdbcSink(**options)).start()
+    return writer.format("connectors.jdbc").options(**options).start()

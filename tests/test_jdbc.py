@@ -1,0 +1,320 @@
+"""connectors.jdbc through Spark against the real PostgreSQL: batch and streaming writes, types,
+upsert, custom SQL, foreachBatch, odd names, errors at query start, a connection killed inside a
+task, and crash recovery (SIGKILL mid-batch, restart)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+
+import psycopg2
+import pytest
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture
+def pg(postgres_dsn):
+    connection = psycopg2.connect(postgres_dsn)
+    connection.autocommit = True
+    yield connection.cursor()
+    connection.close()
+
+
+def rows(pg, query: str) -> list[tuple]:
+    pg.execute(query)
+    return pg.fetchall()
+
+
+def write(df, dsn: str, **options) -> None:
+    df.write.format("connectors.jdbc").option("url", dsn).options(**options).mode("append").save()
+
+
+def numbers(spark, end: int, rows_per_batch: int, partitions: int = 2):
+    return (
+        spark.readStream.format("connectors.numbers").option("end", end).option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", partitions).load()
+        .selectExpr("value AS id", "concat('n', value) AS name")
+    )  # fmt: skip
+
+
+SCALARS = StructType([
+    StructField("b", BooleanType()), StructField("i", ShortType()), StructField("l", LongType()),
+    StructField("f", FloatType()), StructField("d", DoubleType()), StructField("dec", DecimalType(12, 3)),
+    StructField("s", StringType()), StructField("dt", DateType()), StructField("ts", TimestampType()),
+    StructField("ntz", TimestampNTZType()),
+])  # fmt: skip
+SCALAR_ROWS = [
+    (True, 7, 2**62, 0.5, 0.1 + 0.2, Decimal("-12.345"), 'a,"b"\nc\\d', dt.date(2024, 2, 29),
+     dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
+    (False, -1, -5, float("inf"), float("nan"), Decimal("0.000"), "", dt.date(1970, 1, 1),
+     dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC), dt.datetime(2000, 1, 1)),
+    (None,) * 10,
+]  # fmt: skip
+SCALAR_DDL = """b boolean, i smallint, l bigint, f real, d double precision, dec numeric(12,3), s text, dt date,
+                ts timestamptz, ntz timestamp"""
+
+
+def same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+@pytest.mark.parametrize("path", ["copy", "insert"])
+def test_batch_append_round_trips_every_type(spark, postgres_dsn, pg, unique, path):
+    schema, data, ddl = SCALARS, SCALAR_ROWS, SCALAR_DDL
+    if path == "insert":  # binary, arrays and JSON take the multi-row INSERT path instead of COPY
+        schema = StructType([*SCALARS.fields, StructField("bin", BinaryType()), StructField("arr", ArrayType(IntegerType())),
+                             StructField("obj", StructType([StructField("k", StringType())])),
+                             StructField("m", MapType(StringType(), LongType()))])  # fmt: skip
+        data = [
+            (*SCALAR_ROWS[0], b"\x00\xff,", [1, None, 3], ("v",), {"x": 1}),
+            (*SCALAR_ROWS[1], b"", [], ("",), {}),
+            (None,) * 14,
+        ]
+        ddl += ", bin bytea, arr integer[], obj jsonb, m json"
+    pg.execute(f"CREATE TABLE {unique} (row_no serial, {ddl})")
+    write(spark.createDataFrame(data, schema).coalesce(1), postgres_dsn, dbtable=unique)
+    names = ", ".join(schema.names)
+    got = rows(pg, f"SELECT {names} FROM {unique} ORDER BY row_no")
+    expected = [list(r) for r in data]
+    if path == "insert":
+        expected[0][10:] = [b"\x00\xff,", [1, None, 3], {"k": "v"}, {"x": 1}]
+        expected[1][10:] = [b"", [], {"k": ""}, {}]
+    for got_row, want in zip(got, expected, strict=True):
+        got_row = [bytes(v) if isinstance(v, memoryview) else v for v in got_row]
+        diffs = [(n, g, w) for n, g, w in zip(schema.names, got_row, want, strict=True) if not same(g, w)]
+        assert not diffs
+
+
+def test_stream_exactly_once_prunes_progress_and_resumes(spark, postgres_dsn, pg, unique, tmp_path):
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text NOT NULL)")
+    checkpoint = str(tmp_path / "cp")
+    for end in (2999, 4999):  # the second run continues from the checkpoint
+        query = (
+            numbers(spark, end, 1000).writeStream.format("connectors.jdbc").option("url", postgres_dsn)
+            .option("dbtable", unique).option("batchSize", 300).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination(300)
+        assert query.exception() is None
+    assert rows(pg, f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {unique}") == [(5000, 5000, 0, 4999)]
+    sink_id = f"{query.id}:\"public\".\"{unique}\""
+    # batches 0-3 were pruned by the commits of later batches; the last one (4) stays
+    assert rows(pg, f"SELECT batch_id, partition_id, row_count FROM connectors_jdbc_progress WHERE sink_id = '{sink_id}' ORDER BY 2") == [
+        (4, 0, 500), (4, 1, 500)
+    ]
+
+
+def test_upsert_last_row_wins_with_primary_key_default(spark, postgres_dsn, pg, unique, tmp_path):
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text, touched boolean DEFAULT true)")
+    pg.execute(f"INSERT INTO {unique} (id, name, touched) VALUES (5, 'old', false), (500, 'other', false)")
+    query = (
+        numbers(spark, 999, 400, partitions=1).selectExpr("id % 100 AS id", "name")
+        .writeStream.format("connectors.jdbc").option("url", postgres_dsn).option("dbtable", unique)
+        .option("mode", "upsert").option("batchSize", 150).option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination(300)
+    assert query.exception() is None
+    got = dict(rows(pg, f"SELECT id, name FROM {unique}"))
+    assert got == {**{k: f"n{900 + k}" for k in range(100)}, 500: "other"}
+    assert rows(pg, f"SELECT touched FROM {unique} WHERE id = 5") == [(False,)]  # not in the input: untouched
+
+
+def test_upsert_composite_key_columns(spark, postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (a int, b text, v text, UNIQUE (b, a))")
+    df = spark.createDataFrame([(1, "x", "first"), (1, "y", "y"), (1, "x", "second")], "a int, b string, v string")
+    write(df.coalesce(1), postgres_dsn, dbtable=unique, mode="upsert", keyColumns="a,b")
+    assert sorted(rows(pg, f"SELECT a, b, v FROM {unique}")) == [(1, "x", "second"), (1, "y", "y")]
+
+
+def test_custom_sql_runs_once_per_row_exactly_once(spark, postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (id int PRIMARY KEY, total bigint, note text)")
+    statement = (
+        f"INSERT INTO {unique} (id, total, note) VALUES (:key, :amount, 'a:b %') "
+        f"ON CONFLICT (id) DO UPDATE SET total = {unique}.total + EXCLUDED.total"
+    )
+    df = spark.range(0, 1000, 1, 3).selectExpr("CAST(id % 10 AS INT) AS key", "id AS amount")
+    write(df, postgres_dsn, sql=statement, batchSize=128)
+    expected = {k: sum(range(k, 1000, 10)) for k in range(10)}
+    assert {k: t for k, t, _ in rows(pg, f"SELECT id, total, note FROM {unique}")} == expected
+    assert rows(pg, f"SELECT DISTINCT note FROM {unique}") == [("a:b %",)]
+
+
+def test_foreach_batch_sink_with_typed_options(spark, postgres_dsn, pg, unique, tmp_path):
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text)")
+    sink = JdbcSink(
+        connection=JdbcConnectionOptions(url=postgres_dsn),
+        execution=JdbcExecutionOptions(batch_size=250, max_retries=2),
+        dbtable=unique,
+    )
+    assert "connectors:connectors@" not in repr(sink)
+    query = (
+        numbers(spark, 1999, 700).writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination(300)
+    assert query.exception() is None
+    assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {unique}") == [(2000, 2000)]
+    pg.execute(f"SELECT DISTINCT batch_id FROM connectors_jdbc_progress WHERE sink_id = '{query.id}:\"public\".\"{unique}\"'")
+    assert pg.fetchall() == [(2,)]  # keyed by the streaming query like the format, pruned the same way
+
+
+def test_odd_table_schema_and_column_names(spark, postgres_dsn, pg, unique):
+    schema_name, table_name = f"Odd {unique}", 'we"ird.name'
+    pg.execute(f'CREATE SCHEMA "{schema_name}"')
+    pg.execute(f'CREATE TABLE "{schema_name}"."we""ird.name" ("Id" bigint PRIMARY KEY, "the value" text)')
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "`Id` long, `the value` string")
+    dbtable = f'"{schema_name}"."we""ird.name"'
+    write(df, postgres_dsn, dbtable=dbtable, progressTable=f'"{schema_name}"."progress ""x"""')
+    write(df.selectExpr("Id", "'c' AS `the value`"), postgres_dsn, dbtable=dbtable, mode="upsert")
+    assert sorted(rows(pg, f'SELECT "Id", "the value" FROM "{schema_name}"."we""ird.name"')) == [(1, "c"), (2, "c")]
+    assert rows(pg, f"SELECT to_regclass('\"{schema_name}\".\"progress \"\"x\"\"\"') IS NOT NULL") == [(True,)]
+    assert table_name  # the name really contains a quote and a dot
+
+
+def test_constraint_violation_names_the_constraint_and_leaves_no_partial_partition(spark, postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, amount int CHECK (amount >= 0))")
+    df = spark.range(0, 5000, 1, 1).selectExpr("id", "CAST(IF(id = 4321, -1, 1) AS INT) AS amount")
+    with pytest.raises(PySparkException) as info:
+        write(df, postgres_dsn, dbtable=unique, batchSize=500)
+    assert f'constraint "{unique}_amount_check"' in str(info.value)
+    assert rows(pg, f"SELECT count(*) FROM {unique}") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    "ddl, select, options, message",
+    [
+        ("id int", "CAST(id AS STRING) AS id", {}, "input column 'id' (string) cannot be written to column \"id\" (integer)"),
+        ("id bigint, name text NOT NULL", "id", {}, 'table column "name" is NOT NULL without a default but not in the input'),
+        ("id bigint", "id, id AS extra", {}, "input column 'extra' is not in the table (its columns: id)"),
+        ("id bigint", "id", {"dbtable": "no_such_table_here"}, "option 'dbtable' = 'no_such_table_here': no such table"),
+        ("id bigint", "id", {"mode": "upsert"}, "option 'keyColumns': required for upsert: the table has no primary key"),
+        ("id bigint, v int", "id, 1 AS v", {"mode": "upsert", "keyColumns": "v"}, "no primary key or unique index on exactly (v)"),
+        ("id bigint", "id", {"sql": "INSERT INTO {t} VALUES (:nope)"}, "parameter(s) :nope name no input column"),
+        ("id bigint", "id", {"sql": "INSERT INTO {t} VALUS (:id)"}, "PostgreSQL rejects the statement: syntax error"),
+        ("id bigint", "id", {"dbtable": "a; DROP TABLE x"}, "expected table, schema.table or \"Quoted Name\""),
+        ("id bigint", "id", {"batchSize": "lots"}, "option 'batchSize' = 'lots': expected an integer"),
+    ],
+)
+def test_mistakes_fail_at_query_start(spark, postgres_dsn, pg, unique, ddl, select, options, message):
+    pg.execute(f"CREATE TABLE {unique} ({ddl})")
+    options = {key: value.replace("{t}", unique) for key, value in options.items()}
+    if "sql" not in options:
+        options.setdefault("dbtable", unique)
+    with pytest.raises(AnalysisException) as info:  # raised while planning: no task ran
+        write(spark.range(3).selectExpr(*select.split(", ")), postgres_dsn, **options)
+    assert message.lower() in str(info.value).lower()
+
+
+def test_wrong_password_fails_at_start_without_showing_it(spark, postgres_dsn, unique):
+    secret = "n0t-the-Passw0rd"
+    with pytest.raises(AnalysisException) as info:
+        write(spark.range(1), postgres_dsn, dbtable=unique, password=secret)
+    assert "cannot connect" in str(info.value) and "password authentication failed" in str(info.value)
+    assert secret not in str(info.value)
+    url = postgres_dsn.replace("connectors:connectors@", f"connectors:{secret}@")
+    with pytest.raises(AnalysisException) as info:
+        spark.range(1).write.format("connectors.jdbc").option("url", url).option("dbtable", "x").option("sink", "1").mode("append").save()
+    assert secret not in str(info.value) and "unknown option" in str(info.value)
+
+
+def test_password_not_in_stream_explain_or_progress(spark, postgres_dsn, pg, unique, tmp_path):
+    pg.execute(f"CREATE TABLE {unique} (id bigint)")
+    user, _, rest = postgres_dsn.removeprefix("postgresql://").partition(":")
+    password = rest.partition("@")[0]
+    url = postgres_dsn.replace(f"{user}:{password}@", "")
+    query = (
+        spark.readStream.format("connectors.numbers").option("end", 9).load().selectExpr("value AS id")
+        .writeStream.format("connectors.jdbc").option("url", url).option("user", user).option("password", password)
+        .option("dbtable", unique).option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination(300)
+    assert query.exception() is None and rows(pg, f"SELECT count(*) FROM {unique}") == [(10,)]
+    shown = query._jsq.explainInternal(True) + str(query.lastProgress) + str(query.recentProgress)
+    assert f"password={password}" not in shown.lower() and f"'{password}'" not in shown
+
+
+def test_connection_killed_inside_a_spark_task_is_retried(spark, postgres_dsn, pg, unique):
+    """pg_terminate_backend on the sink's connection while its transaction is open: the task
+    reconnects, resends the partition and commits it once."""
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
+    app, dsn = unique, postgres_dsn
+
+    def kill_after_first_rows(batches):
+        import time
+
+        import psycopg2 as pg2
+        import pyarrow as pa
+
+        # Between this worker and the sink's, Spark buffers (64 KiB streams, 10000-row Arrow
+        # batches): pass plenty of rows on before the kill, so the sink is mid-transaction.
+        table = pa.Table.from_batches(list(batches))
+        yield from table.slice(0, 200_000).to_batches()
+        admin = pg2.connect(dsn)
+        admin.autocommit = True  # pg_stat_activity is one snapshot per transaction (and `with` opens one)
+        try:
+            cursor, deadline = admin.cursor(), time.monotonic() + 120
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE application_name = %s AND state = 'idle in transaction'", (app,))  # fmt: skip
+                if cursor.fetchall():
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the sink never opened its transaction")
+        finally:
+            admin.close()
+        yield from table.slice(200_000).to_batches()
+
+    df = spark.range(0, 300_000, 1, 1).mapInArrow(kill_after_first_rows, "id long")
+    write(df, f"{postgres_dsn}?application_name={app}", dbtable=unique, batchSize=10000)
+    assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {unique}") == [(300_000, 300_000)]
+
+
+def count_table(dsn: str, table: str) -> tuple[int, int]:
+    with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), count(DISTINCT id) FROM {table}")
+        return cursor.fetchone()
+
+
+@pytest.mark.crash
+def test_sigkill_mid_batch_format_exactly_once(crash_harness, postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")  # no key: a duplicate would count
+    harness = crash_harness("jobs.jdbc:numbers_to_postgres", url=postgres_dsn, table=unique, end=5999,
+                            rows_per_batch=1000, foreach_batch=False)  # fmt: skip
+    report = harness.run(kills=2, kill_at="mid-batch", seed=11)
+    assert report.kills == 2
+    assert count_table(postgres_dsn, unique) == (6000, 6000)
+
+
+@pytest.mark.crash
+def test_sigkill_mid_batch_foreach_batch_exactly_once(crash_harness, postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")
+    harness = crash_harness("jobs.jdbc:numbers_to_postgres", url=postgres_dsn, table=unique, end=3999,
+                            rows_per_batch=1000, foreach_batch=True)  # fmt: skip
+    report = harness.run(kills=1, kill_at="mid-batch", seed=5)
+    assert report.kills == 1
+    assert count_table(postgres_dsn, unique) == (4000, 4000)
