@@ -47,7 +47,7 @@ class KafkaCommitMessage(WriterCommitMessage):
 
     partition: int
     records: int
-    skipped: bool = False  # exactly-once: this (run, batch, partition) had been committed before
+    skipped: int = 0  # exactly-once: records an earlier attempt of this (run, batch, partition) committed
 
 
 def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkOptions, RecordLayout]:
@@ -96,7 +96,7 @@ class _KafkaWrite:
         done = [m for m in messages if m is not None]
         skipped = sum(m.skipped for m in done)
         log.info("%s: %s, %d records from %d tasks%s", SINK, what, sum(m.records for m in done), len(done),
-                 f", {skipped} partitions already committed before" if skipped else "")
+                 f", {skipped} more committed by earlier attempts" if skipped else "")
 
 
 class KafkaBatchWriter(_KafkaWrite, DataSourceArrowWriter):
@@ -113,7 +113,7 @@ class KafkaStreamWriter(_KafkaWrite, DataSourceStreamArrowWriter):
         self._report(messages, f"batch {batchId} committed")
 
     def abort(self, messages: list[KafkaCommitMessage | None], batchId: int) -> None:
-        # Exactly-once: committed partitions are skipped when the batch is re-executed.
+        # Exactly-once: committed records are skipped when the batch is re-executed.
         self._report(messages, f"batch {batchId} failed; it is rewritten when re-executed")
 
 

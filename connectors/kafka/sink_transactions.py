@@ -1,17 +1,23 @@
-"""Exactly-once: one Kafka transaction per (micro-batch, Spark partition), with its progress inside.
+"""Exactly-once: Kafka transactions per (micro-batch, Spark partition) that carry their own progress.
 
 Each Spark partition ``p`` of the sink has the stable transactional id ``<prefix>-<p>``. A task:
 
 1. ``init_transactions()``: fences any older producer of the same id (a zombie or speculative
    attempt) and aborts its lingering transaction, or waits for one that was committing;
-2. reads the partition's progress: the last (run, batch) committed, kept as the committed
-   offset of consumer group ``<prefix>-<p>`` on partition 0 of ``progressTopic`` (offset
-   ``batch + 1``, the run and batch in the offset's metadata);
-3. if this (run, batch) is already committed (the task is a retry, or the batch is re-executed
-   after the driver died before Spark recorded it) writes nothing;
-4. otherwise produces every record in a transaction, adds the new progress to the same
-   transaction (``send_offsets_to_transaction``) and commits: data and progress become visible
-   to ``read_committed`` consumers together, or not at all.
+2. reads the partition's progress: how many records of which (run, batch) are committed, kept as
+   the committed offset of consumer group ``<prefix>-<p>`` on partition 0 of ``progressTopic``
+   (offset ``batch + 1``; run, batch and record count in the offset's metadata);
+3. skips the records of this (run, batch) already committed: all of them when the task is a
+   retry of a committed one or the batch is re-executed after the driver died before Spark
+   recorded it;
+4. produces the rest in one transaction, adds the new progress to the same transaction
+   (``send_offsets_to_transaction``) and commits: records and progress become visible to
+   ``read_committed`` consumers together, or not at all.
+
+Why a record count, not a done flag: when a task's *input* fails (an upstream error), Spark ends
+the Python writer's input as if it were complete, so ``write()`` commits what it got, and Spark
+discards the attempt. The count lets the retry write exactly the records that are missing.
+Precondition, as for any replay: a re-executed partition yields the same records in the same order.
 
 The run is the streaming query id (stable across restarts from the same checkpoint), or a fresh
 id per batch write; the batch is Spark's batch id. A transaction lives only inside one task, so
@@ -24,7 +30,8 @@ import dataclasses
 import itertools
 import json
 import logging
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import pyarrow as pa
@@ -39,6 +46,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _ATTEMPTS = 3  # of a blocking transactional call that timed out or hit a retriable error
+ALL = sys.maxsize  # "every record of the unit is committed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +57,23 @@ class WorkUnit:
     batch: int
     partition: int
 
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """``records`` records of batch ``batch`` of run ``run`` are committed."""
+
+    run: str
+    batch: int
+    records: int
+
     def marker(self) -> str:
-        return json.dumps({"run": self.run, "batch": self.batch}, separators=(",", ":"))
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    def committed_of(self, unit: WorkUnit) -> int:
+        """How many records of ``unit`` are committed (ALL when a later batch is)."""
+        if self.run != unit.run or self.batch < unit.batch:
+            return 0
+        return self.records if self.batch == unit.batch else ALL
 
 
 def transactional_id(prefix: str, partition: int) -> str:
@@ -69,12 +92,12 @@ def _call(what: str, call: Callable[[], T]) -> T:
 
 
 class PartitionProgress:
-    """The last (run, batch) the sink committed for one Spark partition.
+    """The progress of one Spark partition of the sink, in consumer group ``group``.
 
-    A consumer of group ``group`` that never subscribes: it reads the group's committed offset
-    on ``topic``-0 with ``isolation.level=read_committed`` (so librdkafka asks for stable
-    offsets, never a pending transaction's) and provides the group metadata that ties the
-    producer's transactional offset commit to the group.
+    A consumer that never subscribes: it reads the group's committed offset on ``topic``-0 with
+    ``isolation.level=read_committed`` (so librdkafka asks for stable offsets, never a pending
+    transaction's) and provides the group metadata that ties the producer's transactional offset
+    commit to the group.
     """
 
     def __init__(self, client_settings: dict[str, str], group: str, topic: str, timeout: float):
@@ -86,27 +109,21 @@ class PartitionProgress:
             "enable.auto.commit": False,
         })
 
-    def committed(self) -> WorkUnit | None:
-        """The last committed (run, batch), partition unknown (-1), or None."""
+    def read(self) -> Progress | None:
         (position,) = _call("reading the sink's progress", lambda: self.consumer.committed([self.anchor], self.timeout))
         if position.error is not None:
             raise KafkaSinkError(f"reading the sink's progress failed: {describe(position.error)}")
         if position.offset < 0 or not position.metadata:
             return None
         try:
-            marker = json.loads(position.metadata)
-            return WorkUnit(str(marker["run"]), int(marker["batch"]), -1)
-        except (ValueError, KeyError, TypeError):
+            return Progress(**json.loads(position.metadata))
+        except (ValueError, TypeError):
             raise KafkaSinkError(
-                f"consumer group '{self.group}' has offsets on '{self.anchor.topic}' that this sink did "
-                "not write: is transactionalIdPrefix shared with another application?") from None
+                f"consumer group '{self.group}' has offsets on '{self.anchor.topic}' that this sink did not "
+                "write: is transactionalIdPrefix shared with another application?") from None
 
-    def is_done(self, unit: WorkUnit) -> bool:
-        last = self.committed()
-        return last is not None and last.run == unit.run and last.batch >= unit.batch
-
-    def add_to_transaction(self, producer: SinkProducer, unit: WorkUnit) -> None:
-        position = TopicPartition(self.anchor.topic, 0, unit.batch + 1, unit.marker())
+    def add_to_transaction(self, producer: SinkProducer, progress: Progress) -> None:
+        position = TopicPartition(self.anchor.topic, 0, progress.batch + 1, progress.marker())
         metadata = self.consumer.consumer_group_metadata()
         _call("adding the sink's progress to the transaction",
               lambda: producer.producer.send_offsets_to_transaction([position], metadata, self.timeout))
@@ -115,28 +132,46 @@ class PartitionProgress:
         self.consumer.close()
 
 
+@dataclasses.dataclass
+class _Skip:
+    """Drops the first ``count`` records of a stream of Arrow batches; ``skipped`` says how many it did."""
+
+    count: int
+    skipped: int = 0
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            drop = min(self.count - self.skipped, batch.num_rows)
+            self.skipped += drop
+            if drop < batch.num_rows:
+                yield batch.slice(drop) if drop else batch
+
+
 def write_exactly_once(
     options: KafkaSinkOptions, layout: RecordLayout, batches: Iterable[pa.RecordBatch], unit: WorkUnit
-) -> tuple[int, bool]:
-    """Write ``batches`` as ``unit`` in one transaction; returns (records written, skipped)."""
+) -> tuple[int, int]:
+    """Write the records of ``unit`` not yet committed, in one transaction.
+
+    Returns (records written, records skipped because an earlier attempt committed them).
+    """
     assert options.transactional_id_prefix is not None  # validated at query start
     txn_id = transactional_id(options.transactional_id_prefix, unit.partition)
     timeout = options.request_timeout.total_seconds()
     producer = SinkProducer(producer_settings(options, txn_id))
     _call(f"initializing transactional id '{txn_id}'", lambda: producer.producer.init_transactions(timeout))
-    batches = iter(batches)
-    first = next(batches, None)
-    if first is None:  # nothing to write; init_transactions still aborted a lingering transaction
-        return 0, False
     progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
     try:
-        if progress.is_done(unit):
-            log.info("%s: batch %d of run %s already committed; skipping", txn_id, unit.batch, unit.run)
-            return 0, True
+        last = progress.read()
+        skip = _Skip(last.committed_of(unit) if last else 0)
+        remaining = skip(batches)
+        first = next(remaining, None)
+        _log_skipped(txn_id, unit, skip)
+        if first is None:  # nothing (left) to write; init_transactions aborted any lingering transaction
+            return 0, skip.skipped
         producer.producer.begin_transaction()
         try:
-            count = producer.produce(itertools.chain([first], batches), layout)
-            progress.add_to_transaction(producer, unit)
+            count = producer.produce(itertools.chain([first], remaining), layout)
+            progress.add_to_transaction(producer, Progress(unit.run, unit.batch, skip.skipped + count))
             producer.producer.commit_transaction()  # flushes; fails if any delivery failed
         except BaseException as exc:
             _abort(producer, txn_id)
@@ -144,9 +179,18 @@ def write_exactly_once(
             if isinstance(exc, KafkaException):
                 raise KafkaSinkError(f"committing transaction '{txn_id}' failed: {describe(exc.args[0])}") from None
             raise
-        return count, False
+        return count, skip.skipped
     finally:
         progress.close()
+
+
+def _log_skipped(txn_id: str, unit: WorkUnit, skip: _Skip) -> None:
+    if skip.skipped:
+        log.info("%s: %d records of batch %d (run %s) were committed before; skipped",
+                 txn_id, skip.skipped, unit.batch, unit.run)
+    if skip.count not in (0, ALL) and skip.skipped < skip.count:
+        log.warning("%s: batch %d has %d records now but %d were committed before: the input is not "
+                    "deterministic, so exactly-once cannot hold", txn_id, unit.batch, skip.skipped, skip.count)
 
 
 def _abort(producer: SinkProducer, txn_id: str) -> None:

@@ -12,8 +12,13 @@ import sys
 from connectors.testing.crash import mark_batches
 
 
-def _records(df):
-    return df.selectExpr("cast(value as string) as value", "cast(value % 10 as string) as key")
+def _records(df, *extra: str):
+    return df.selectExpr("cast(value as string) as value", "cast(value % 10 as string) as key", *extra)
+
+
+# Spark feeds a writer through a 64 KiB socket buffer: rows this big reach the sink (and Kafka)
+# before the injected failure, so the retry really meets records of the failed attempt.
+_PADDING = "repeat('x', 1000) as padding"  # ignored by the sink, like any extra column
 
 
 def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="format"):
@@ -37,12 +42,15 @@ def fail_first_attempt(df, after_batches: int):
     """Partition 0's first attempt passes ``after_batches`` Arrow batches on, then fails."""
 
     def inject(batches):
+        import time
+
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         doomed = ctx.partitionId() == 0 and ctx.attemptNumber() == 0
         for index, batch in enumerate(batches):
             if doomed and index == after_batches:
+                time.sleep(1)  # the sink's producer sends what it has: the retry meets written records
                 raise RuntimeError("injected failure of the first attempt")
             yield batch
 
@@ -60,13 +68,13 @@ def task_retry(checkpoint, stream_options, batch_options, end):
     })
     stream = spark.readStream.format("connectors.numbers").option("end", end).option("numPartitions", 2).load()
     (
-        _records(fail_first_attempt(stream, after_batches=3))
+        _records(fail_first_attempt(stream, after_batches=3), _PADDING)
         .writeStream.format("connectors.kafka").options(**stream_options)
         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         .awaitTermination()
     )
     batch = spark.read.format("connectors.numbers").option("end", end).option("numPartitions", 2).load()
-    _records(fail_first_attempt(batch, after_batches=3)).write.format("connectors.kafka").options(**batch_options).mode("append").save()
+    _records(fail_first_attempt(batch, after_batches=3), _PADDING).write.format("connectors.kafka").options(**batch_options).mode("append").save()
     spark.stop()
 
 
