@@ -12,7 +12,7 @@ never joins a group; each Spark task reads one offset range with its own consume
 
 from __future__ import annotations
 
-import logging
+import math
 import time
 from collections.abc import Iterator, Sequence
 
@@ -40,7 +40,6 @@ from connectors.kafka.source_offsets import (
 from connectors.kafka.source_options import EARLIEST, LATEST, KafkaSourceOptions
 from connectors.kafka.source_read import RangeReader, schema_for
 
-log = logging.getLogger(__name__)
 
 
 def schema(options) -> StructType:
@@ -99,7 +98,7 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         self._broker: BrokerClient | None = None
         self._latest: tuple[float, Offsets] | None = None  # (monotonic time fetched, offsets)
         self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
-        self._last_trigger = 0.0  # when minOffsetsPerTrigger last let a batch run (0: the first always runs)
+        self._last_trigger = -math.inf  # when minOffsetsPerTrigger last let a batch run: the first always runs
         self._group_committed: Offsets | None = None
 
     def __getstate__(self) -> dict:

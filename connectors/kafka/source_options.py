@@ -169,14 +169,15 @@ class KafkaSourceOptions(Options):
         "fetchOffset.minIntervalMs", parse_duration, default=timedelta(milliseconds=100), checks=[non_negative],
         doc="streams: reuse the latest offsets and partition list for this long "
             "(Spark asks the source every ~10 ms when idle)")
-    extra: dict[str, str] = dataclasses.field(default_factory=dict)
+    # kafka.* settings; left out of repr, as they may hold kafka.sasl.password and the like.
+    extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
     def validate(self) -> None:
         given = [n for n, v in (("assign", self.assign), ("subscribe", self.subscribe),
                                 ("subscribePattern", self.subscribe_pattern)) if v is not None]
         if len(given) != 1:
             what = "Only one" if given else "One"
-            raise OptionError(SOURCE, "/".join(given) or "subscribe", None,
+            raise OptionError(SOURCE, "/".join(given) or "assign/subscribe/subscribePattern", None,
                               f"{what} of the options assign, subscribe, subscribePattern must be given")
         for key, value in self.extra.items():
             name = key[len("kafka."):].lower()

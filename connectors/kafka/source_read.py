@@ -9,7 +9,6 @@ gaps, so the last offset of a range may never arrive.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 
@@ -32,7 +31,6 @@ from connectors.kafka.source_client import consumer_config
 from connectors.kafka.source_offsets import OffsetRange, data_loss_handler
 from connectors.kafka.source_options import SOURCE, KafkaSourceOptions
 
-log = logging.getLogger(__name__)
 
 _HEADERS = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 SCHEMA = StructType([
