@@ -3,6 +3,10 @@
   connectors offsets CHECKPOINT          source offsets and batch status of a query checkpoint
   connectors lag --bootstrap-servers B --group G [--topic T]
                                          a Kafka consumer group's lag per partition
+  connectors files PATH [--storage-options JSON]
+                                         a file sink's in-progress, pending and finished parts
+  connectors finish PATH [--storage-options JSON]
+                                         publish the parts a stopped file-sink query left open
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import sys
 
 from connectors.checkpoint import read_checkpoint
+from connectors.core.filesystem import parse_storage_options
 
 
 def cmd_offsets(args: argparse.Namespace) -> int:
@@ -40,6 +45,26 @@ def cmd_lag(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_files(args: argparse.Namespace) -> int:
+    from connectors.files.sink_maintenance import status
+
+    queries, finished = status(args.path, args.storage_options)
+    for query in queries:
+        print(f"query {query.query}: last committed batch {query.batch}")
+        for state, parts in (("in-progress", query.in_progress), ("pending", query.pending)):
+            for part in parts:
+                print(f"  {state:<12} {part.final}  {part.size:,} bytes committed")
+    print(f"finished part files: {finished}")
+    return 0
+
+
+def cmd_finish(args: argparse.Namespace) -> int:
+    from connectors.files.sink_maintenance import finish
+
+    print(f"published {finish(args.path, args.storage_options)} part(s) under {args.path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="connectors", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     lag.add_argument("--group", required=True)
     lag.add_argument("--topic", help="only this topic")
     lag.set_defaults(run=cmd_lag)
+    for name, run, text in (("files", cmd_files, "a file sink's parts"),
+                            ("finish", cmd_finish, "publish a stopped file sink's open parts")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("path", help="the sink's base path (a directory or an fsspec URL)")
+        command.add_argument("--storage-options", type=parse_storage_options, default=None,
+                             help="JSON object of fsspec filesystem arguments (endpoint, credentials)")
+        command.set_defaults(run=run)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -45,3 +45,22 @@ def test_group_lag(kafka_bootstrap, unique):
     result = run_cli("lag", "--bootstrap-servers", kafka_bootstrap, "--group", unique)
     assert result.returncode == 0, result.stderr
     assert "total lag: 2" in result.stdout  # partition 0: 5 - 3, partition 1: 5 - 5
+
+
+def test_file_sink_status_and_finish(spark, tmp_path):
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    (
+        spark.readStream.format("connectors.numbers").option("end", 99).load()
+        .writeStream.format("connectors.files").option("path", str(out)).option("fileFormat", "json")
+        .option("bucketAssigner", "basePath").option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True).start().awaitTermination(120)
+    )
+    before = run_cli("files", str(out))
+    assert before.returncode == 0, before.stderr
+    assert "last committed batch 0" in before.stdout
+    assert "in-progress" in before.stdout and "finished part files: 0" in before.stdout
+    finished = run_cli("finish", str(out))
+    assert finished.returncode == 0 and "published" in finished.stdout, finished.stderr
+    after = run_cli("files", str(out))
+    assert "in-progress" not in after.stdout and "finished part files: 0" not in after.stdout
+    assert sorted(r.value for r in spark.read.json(str(out)).collect()) == list(range(100))

@@ -9,12 +9,13 @@ append to, and take the driver-side state lock the batch commit takes):
   event (Spark posts one every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s by
   default) at most every ``bucketCheckInterval`` it publishes parts past their rollover or
   inactivity interval; on query termination it publishes every open part of the query;
-- :func:`finish` / ``python -m connectors.files.finish <base path>``: publishes every open part
+- :func:`finish` / ``connectors finish <base path>``: publishes every open part
   under a base path whose queries are stopped (and deletes leftover hidden files).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ from connectors.core.options import Options, render
 from connectors.files.part_files import Storage
 from connectors.files.sink_commit import finish_query, roll_expired
 from connectors.files.sink_options import FileSinkOptions
-from connectors.files.sink_state import StateLog
+from connectors.files.sink_state import Part, StateLog
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +85,28 @@ def finish(path: str, storage_options: dict | None = None) -> int:
     parts were published. Only for base paths no running query writes to."""
     storage = Storage(path, storage_options)
     return sum(len(finish_query(storage, query, rename=True, clean=True)) for query in StateLog.queries(storage))
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryStatus:
+    """What one query's sink state says: its last committed batch and its unpublished parts."""
+
+    query: str
+    batch: int
+    in_progress: tuple[Part, ...]  # open parts: committed bytes, hidden, still being appended to
+    pending: tuple[Part, ...]  # closed parts the last commit publishes (done on the next reader)
+
+
+def status(path: str, storage_options: dict | None = None) -> tuple[list[QueryStatus], int]:
+    """The state of every query that wrote under ``path``, and the number of finished part files."""
+    storage = Storage(path, storage_options)
+    queries = []
+    for query in StateLog.queries(storage):
+        state = StateLog(storage, query).latest()
+        queries.append(QueryStatus(query, state.batch, tuple(state.parts.values()), state.pending))
+    finished = [name for name in storage.fs.find(storage.abs("")) if not _hidden(name, storage.abs(""))]
+    return queries, len(finished)
+
+
+def _hidden(name: str, root: str) -> bool:
+    return any(part.startswith((".", "_")) for part in name[len(root):].split("/") if part)
