@@ -128,6 +128,7 @@ BAD_OPTIONS = [
     ({"subscribe": "a", "kafka.value.deserializer": "x"}, "values are always read as bytes"),
     ({"subscribe": "a", "kafka.enable.auto.commit": "true"}, "offsets are kept in the query's checkpoint"),
     ({"subscribe": "a", "kafka.ssl.truststore.location": "/x.jks"}, "use kafka.ssl.ca.location"),
+    ({"subscribe": "a", "kafka.fetch.max.wait.ms": "50"}, "is a Java client property; use kafka.fetch.wait.max.ms"),
     ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger' = '0': must be greater than 0"),
     ({"subscribe": "a", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "must not exceed maxOffsetsPerTrigger"),
     ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "expected one of error, latest"),

@@ -32,6 +32,10 @@ JAVA_ONLY = {
     "buffer.memory": "kafka.queue.buffering.max.kbytes",
     "max.poll.records": "nothing: the reader sizes its own batches",
     "default.api.timeout.ms": "kafka.socket.timeout.ms",
+    "fetch.max.wait.ms": "kafka.fetch.wait.max.ms",
+    "receive.buffer.bytes": "kafka.socket.receive.buffer.bytes",
+    "send.buffer.bytes": "kafka.socket.send.buffer.bytes",
+    "exclude.internal.topics": "nothing: subscribePattern never matches internal (__*) topics",
 }
 
 
