@@ -279,7 +279,7 @@ def test_connection_killed_inside_a_spark_task_is_retried(spark, postgres_dsn, p
             cursor, deadline = admin.cursor(), time.monotonic() + 120
             while time.monotonic() < deadline:
                 cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE application_name = %s AND state = 'idle in transaction'", (app,))  # fmt: skip
+                               "WHERE application_name = %s AND backend_xid IS NOT NULL", (app,))  # fmt: skip
                 if cursor.fetchall():
                     break
                 time.sleep(0.05)

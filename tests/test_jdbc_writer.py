@@ -227,9 +227,8 @@ def disrupted(batches: list[pa.RecordBatch], disrupt) -> Iterator[pa.RecordBatch
 
 
 def open_transaction(cursor, app: str) -> list[int]:
-    cursor.execute(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND state = 'idle in transaction'", (app,)
-    )
+    """Backends of ``app`` inside a transaction that has written (a COPY in progress or idle)."""
+    cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s AND backend_xid IS NOT NULL", (app,))
     return [pid for (pid,) in cursor.fetchall()]
 
 
@@ -320,3 +319,14 @@ def test_concurrent_attempts_at_one_key_write_once(postgres_dsn, pg, table, uniq
     thread.join(60)
     assert (results["first"].skipped, results["second"].skipped) == (False, True)
     assert count(pg, table) == (500, 500)
+
+
+def test_an_upstream_failure_mid_copy_surfaces_unchanged_and_commits_nothing(postgres_dsn, pg, table, unique):
+    def broken() -> Iterator[pa.RecordBatch]:
+        yield from arrow_batches(0, 300, 100)
+        raise ValueError("upstream broke")
+
+    writer, _ = make_writer(postgres_dsn, table, unique)
+    with pytest.raises(ValueError, match="upstream broke"):
+        writer.write(broken())
+    assert count(pg, table) == (0, 0)

@@ -7,9 +7,8 @@ the tasks as plain SQL text; values are only ever sent as COPY data or bound par
 from __future__ import annotations
 
 import dataclasses
-import io
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -34,8 +33,8 @@ _CSV = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
 
 
 class Statement(Protocol):
-    def send(self, cursor, table: pa.Table) -> None:
-        """Send the rows of ``table`` in the cursor's open transaction."""
+    def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
+        """Send the rows of ``chunks`` (each at most ``batchSize`` rows) in the cursor's open transaction."""
 
 
 _COPYABLE = (
@@ -54,15 +53,43 @@ class CopyStatement:
     """Append with ``COPY ... FROM STDIN (FORMAT csv)``: Arrow writes the CSV in C++.
 
     Every non-null value is quoted and nulls are not, which is how COPY tells NULL from ''.
+
+    One COPY streams every chunk: the server parses chunk n while Arrow renders chunk n+1,
+    where a COPY per chunk would wait for each to finish.
     """
 
     sql: str
 
-    def send(self, cursor, table: pa.Table) -> None:
-        buffer = io.BytesIO()
-        pa_csv.write_csv(table, buffer, _CSV)
-        buffer.seek(0)
-        cursor.copy_expert(self.sql, buffer, size=1 << 20)
+    def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
+        import psycopg2
+
+        stream = _CsvStream(iter(chunks))
+        try:
+            cursor.copy_expert(self.sql, stream)
+        except psycopg2.Error:
+            if stream.error is not None:  # psycopg2 reports a failing read() as a cancelled COPY
+                raise stream.error from None
+            raise
+
+
+class _CsvStream:
+    """The file object COPY reads: each ``read()`` renders the next chunk as CSV (b"" at the end)."""
+
+    def __init__(self, chunks: Iterator[pa.Table]):
+        self.chunks = chunks
+        self.error: BaseException | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return b""
+            sink = pa.BufferOutputStream()
+            pa_csv.write_csv(chunk, sink, _CSV)
+            return sink.getvalue().to_pybytes()
+        except BaseException as exc:
+            self.error = exc
+            raise
 
 
 def to_rows(table: pa.Table) -> list[tuple]:
@@ -92,13 +119,14 @@ class InsertStatement:
     sql: str  # with one VALUES %s placeholder
     key_indexes: tuple[int, ...] = ()
 
-    def send(self, cursor, table: pa.Table) -> None:
+    def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
         from psycopg2.extras import execute_values
 
-        rows = to_rows(table)
-        if self.key_indexes:
-            rows = last_per_key(rows, self.key_indexes)
-        execute_values(cursor, self.sql, rows, page_size=len(rows))
+        for chunk in chunks:
+            rows = to_rows(chunk)
+            if self.key_indexes:
+                rows = last_per_key(rows, self.key_indexes)
+            execute_values(cursor, self.sql, rows, page_size=len(rows))
 
 
 def last_per_key(rows: list[tuple], key_indexes: Sequence[int]) -> list[tuple]:
@@ -120,11 +148,12 @@ class CustomStatement:
     parameter_indexes: tuple[int, ...]  # input column of each %s
     page_size: int
 
-    def send(self, cursor, table: pa.Table) -> None:
+    def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
         from psycopg2.extras import execute_batch
 
-        rows = [tuple(row[i] for i in self.parameter_indexes) for row in to_rows(table)]
-        execute_batch(cursor, self.sql, rows, page_size=self.page_size)
+        for chunk in chunks:
+            rows = [tuple(row[i] for i in self.parameter_indexes) for row in to_rows(chunk)]
+            execute_batch(cursor, self.sql, rows, page_size=self.page_size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,6 +114,13 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int, interval_ms: int) -> It
         yield pa.Table.from_batches(buffer)
 
 
+def _kept(chunks: Iterator[pa.Table], sent: list[pa.Table]) -> Iterator[pa.Table]:
+    """Pass ``chunks`` on, keeping each in ``sent`` first so a retry can send it again."""
+    for chunk in chunks:
+        sent.append(chunk)
+        yield chunk
+
+
 class PartitionWriter:
     """Writes one partition's rows; one instance per task."""
 
@@ -158,7 +165,7 @@ class PartitionWriter:
 
     def _commit_chunk(self, chunk: pa.Table) -> int:
         with self._cursor() as cursor:
-            self.plan.statement.send(cursor, chunk)
+            self.plan.statement.send(cursor, [chunk])
         self._connection.commit()
         return chunk.num_rows
 
@@ -171,11 +178,7 @@ class PartitionWriter:
                 if committed is not None:
                     self._connection.rollback()
                     return self._skip(committed, sent, pending)
-            for chunk in sent:
-                self.plan.statement.send(cursor, chunk)
-            for chunk in pending:
-                sent.append(chunk)  # kept before sending, so a retry resends it
-                self.plan.statement.send(cursor, chunk)
+            self.plan.statement.send(cursor, itertools.chain(list(sent), _kept(pending, sent)))
             rows = sum(chunk.num_rows for chunk in sent)
             if self.key is not None and progress is not None:
                 progress.record(cursor, self.key, rows)

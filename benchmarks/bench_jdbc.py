@@ -1,0 +1,145 @@
+"""connectors.jdbc vs Spark's JDBC writer in foreachBatch vs ``psql \\copy``: the same rows into
+the same PostgreSQL table.
+
+Both Spark queries stream the same generated rows (connectors.numbers, a few micro-batches,
+two partitions) into an emptied table; ``\\copy`` loads the same rows from a CSV file written
+beforehand, which is the limit for one client. Spark's writer uses the PostgreSQL JDBC driver
+from Maven Central with its defaults (batchsize 1000); ours uses its defaults (COPY, exactly-once).
+Two references show where the time goes: the source alone into Spark's ``noop`` sink, and into
+a Python Arrow stream writer that only counts rows (the ceiling of any Python data source sink:
+Spark's JVM -> Python worker hop, without a database).
+
+``python -m benchmarks.bench_jdbc [--rows N]`` (or ``BENCH_JDBC_ROWS``); default 1M rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg2
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from benchmarks.common import local_spark, measure, report
+from connectors.testing.services import postgres_dsn
+
+POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
+COLUMNS = ["value AS id", "concat('customer-', value % 100000) AS name", "value * 0.25 AS amount",
+           "timestamp_seconds(1700000000 + value) AS ts"]  # fmt: skip
+DDL = "id bigint, name text, amount double precision, ts timestamptz"
+
+
+class _CountingWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator) -> WriterCommitMessage:
+        sum(batch.num_rows for batch in iterator)
+        return WriterCommitMessage()
+
+
+class CountingSink(DataSource):
+    """A Python sink that receives the Arrow batches and does nothing with them."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-counting-sink"
+
+    def streamWriter(self, schema, overwrite):
+        return _CountingWriter()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_JDBC_ROWS", 1_000_000)))
+    parser.add_argument("--batches", type=int, default=4, help="micro-batches per streaming run")
+    args = parser.parse_args(argv)
+    rows, dsn = args.rows, postgres_dsn()
+    parts = urlsplit(dsn)
+    jdbc_url = f"jdbc:postgresql://{parts.hostname}:{parts.port}{parts.path}"
+    admin = psycopg2.connect(dsn)
+    admin.autocommit = True
+    cursor = admin.cursor()
+    table = "bench_jdbc"
+
+    def fresh_table() -> None:
+        cursor.execute(f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} ({DDL})")
+
+    def check(expected: int) -> None:
+        cursor.execute(f"SELECT count(*) FROM {table}")
+        (found,) = cursor.fetchone()
+        if found != expected:
+            raise AssertionError(f"{table} holds {found} rows, expected {expected}")
+
+    spark = local_spark([POSTGRES_JDBC], app_name="bench-jdbc")
+    spark.dataSource.register(CountingSink)
+
+    def stream(sink) -> None:
+        with tempfile.TemporaryDirectory() as checkpoint:
+            df = (
+                spark.readStream.format("connectors.numbers").option("end", rows - 1)
+                .option("rowsPerBatch", -(-rows // args.batches)).option("numPartitions", 2).load()
+                .selectExpr(*COLUMNS)
+            )  # fmt: skip
+            query = sink(df.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)).start()
+            query.awaitTermination()
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+
+    def ours() -> None:
+        stream(lambda w: w.format("connectors.jdbc").option("url", dsn).option("dbtable", table))
+
+    def spark_jdbc() -> None:
+        def write(batch_df, _batch_id):
+            (batch_df.write.mode("append").format("jdbc").option("url", jdbc_url).option("dbtable", table)
+             .option("user", parts.username).option("password", parts.password)
+             .option("driver", "org.postgresql.Driver").save())  # fmt: skip
+
+        stream(lambda w: w.foreachBatch(write))
+
+    with tempfile.TemporaryDirectory() as scratch:
+        csv = Path(scratch) / "rows.csv"
+        # the same rows, as the CSV \copy reads (written once, not timed)
+        spark.range(0, rows, 1, 1).withColumnRenamed("id", "value").selectExpr(*COLUMNS).write.mode("overwrite").csv(str(csv), timestampFormat="yyyy-MM-dd HH:mm:ssXXX")
+        csv_file = next(csv.glob("part-*.csv"))
+        env = {**os.environ, "PGPASSWORD": parts.password or ""}
+        dsn_without_password = dsn.replace(f":{parts.password}@", "@")
+
+        def psql_copy() -> None:
+            subprocess.run(["psql", dsn_without_password, "-v", "ON_ERROR_STOP=1", "-qc",
+                            f"\\copy {table} FROM '{csv_file}' WITH (FORMAT csv)"], check=True, env=env)  # fmt: skip
+
+        fresh_table()
+        ours()  # warm-up: JVM, Python workers, the driver's class loading
+        stream(lambda w: w.format(CountingSink.name()))
+        results = []
+        for name, run in [
+            ("source only (noop sink)", lambda: stream(lambda w: w.format("noop"))),
+            ("source -> Python sink doing nothing", lambda: stream(lambda w: w.format(CountingSink.name()))),
+            ("connectors.jdbc (stream)", ours),
+            ("Spark jdbc in foreachBatch (stream)", spark_jdbc),
+            ("psql \\copy (CSV file)", psql_copy),
+        ]:
+            fresh_table()
+            results.append(measure(name, rows, run))
+            if "jdbc" in name or "copy" in name:
+                check(rows)
+    report(
+        "jdbc",
+        results,
+        {
+            "connectors.jdbc / Spark jdbc (goal >= 3)": ("connectors.jdbc (stream)", "Spark jdbc in foreachBatch (stream)"),
+            "connectors.jdbc / psql \\copy (goal >= 0.7)": ("connectors.jdbc (stream)", "psql \\copy (CSV file)"),
+            "connectors.jdbc / Python sink doing nothing": ("connectors.jdbc (stream)", "source -> Python sink doing nothing"),
+        },
+        notes={"rows": rows, "micro_batches": args.batches, "partitions": 2, "postgres_jdbc": POSTGRES_JDBC,
+               "spark_jdbc_batchsize": 1000, "columns": DDL},
+    )  # fmt: skip
+    cursor.execute(f"DROP TABLE IF EXISTS {table}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
