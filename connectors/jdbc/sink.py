@@ -179,13 +179,22 @@ class _JdbcWriter:
         return PartitionWriter(self.plan, key).write(batches)
 
     def _forget(self, messages: list[JdbcCommitMessage | None], before_batch: int | None) -> None:
+        """Prune progress rows; a failure only leaves rows that the next commit prunes."""
+        import psycopg2
+
         sink_ids = {m.key.sink_id for m in messages if m is not None and m.key is not None}
         if self.plan.progress is None or not sink_ids:
             return
-        connection = connect(self.plan.connection)
+        try:
+            connection = connect(self.plan.connection)
+        except psycopg2.Error as exc:
+            log.warning("%s: could not prune the progress table: %s", SOURCE, exc)
+            return
         try:
             for sink_id in sink_ids:
                 self.plan.progress.forget(connection, sink_id, before_batch)
+        except psycopg2.Error as exc:
+            log.warning("%s: could not prune the progress table: %s", SOURCE, exc)
         finally:
             connection.close()
 
