@@ -318,3 +318,10 @@ def test_sigkill_mid_batch_foreach_batch_exactly_once(crash_harness, postgres_ds
     report = harness.run(kills=1, kill_at="mid-batch", seed=5)
     assert report.kills == 1
     assert count_table(postgres_dsn, unique) == (4000, 4000)
+
+
+def test_overwrite_is_refused_at_start(spark, postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (id bigint)")
+    with pytest.raises(AnalysisException, match="only appending writes are supported"):
+        spark.range(3).write.format("connectors.jdbc").option("url", postgres_dsn).option("dbtable", unique).mode("overwrite").save()
+    assert rows(pg, f"SELECT count(*) FROM {unique}") == [(0,)]

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
 from connectors.jdbc.options import libpq_dsn, redact_url

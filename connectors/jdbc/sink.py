@@ -53,7 +53,7 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
     """Validate everything against the server; returns the options, the plan, and the target's name."""
     config = JdbcSinkOptions.from_options(options)
     if overwrite:
-        raise OptionError(SOURCE, "mode", "overwrite", "only appending writes are supported (save mode append, output mode append/update)")
+        raise OptionError(SOURCE, "mode", "overwrite", "only appending writes are supported (save/output mode append)")
     import psycopg2
 
     try:
@@ -63,7 +63,8 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
     try:
         with connection.cursor() as cursor:
             if config.sql is not None:
-                statement, name = _custom_statement(config, schema, cursor), "sql:" + hashlib.sha256(config.sql.encode()).hexdigest()[:16]
+                statement = _custom_statement(config, schema, cursor)
+                name = "sql:" + hashlib.sha256(config.sql.encode()).hexdigest()[:16]
             else:
                 statement, name = _table_statement(config, schema, cursor)
         connection.rollback()
@@ -73,7 +74,8 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
             progress.create(connection)
     finally:
         connection.close()
-    plan = WritePlan(config.connection, config.execution, statement, _describe_target(config, name), config.delivery_guarantee, progress)
+    target = f"table {name}" if config.sql is None else "the custom sql statement"
+    plan = WritePlan(config.connection, config.execution, statement, target, config.delivery_guarantee, progress)
     return config, plan, name
 
 
@@ -84,10 +86,6 @@ def _quoted(config: JdbcSinkOptions, option_name: str, text: str, connection) ->
         return sql.Identifier(*parse_table_name(text)).as_string(connection)
     except ValueError as exc:
         raise config.error(option_name, str(exc)) from None
-
-
-def _describe_target(config: JdbcSinkOptions, name: str) -> str:
-    return f"table {name}" if config.sql is None else "the custom sql statement"
 
 
 def _load(config: JdbcSinkOptions, cursor) -> PgTable:
@@ -113,8 +111,10 @@ def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tup
     name = target.as_string(cursor)
     if config.mode is WriteMode.APPEND:
         if copyable(schema):
-            return CopyStatement(sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(target, column_list).as_string(cursor)), name
-        return InsertStatement(sql.SQL("INSERT INTO {} ({}) VALUES %s").format(target, column_list).as_string(cursor)), name
+            copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(target, column_list)
+            return CopyStatement(copy.as_string(cursor)), name
+        insert = sql.SQL("INSERT INTO {} ({}) VALUES %s").format(target, column_list)
+        return InsertStatement(insert.as_string(cursor)), name
     keys = _upsert_keys(config, table, schema, columns)
     updates = [c for c in columns if c not in keys]
     action = (
@@ -142,10 +142,14 @@ def _upsert_keys(config: JdbcSinkOptions, table: PgTable, schema: StructType, co
         by_input, missing = match_columns(wanted, schema.names)
         mapping = {key: columns[schema.names.index(name)] for key, name in by_input.items()}
     if missing:
-        raise config.error("keyColumns", f"key column(s) {', '.join(missing)} not in the input (columns: {', '.join(schema.names)})")
+        raise config.error(
+            "keyColumns", f"key column(s) {', '.join(missing)} not in the input (columns: {', '.join(schema.names)})"
+        )
     keys = [mapping[key] for key in wanted]
     if frozenset(keys) not in table.unique_keys:
-        raise config.error("keyColumns", f"no primary key or unique index on exactly ({', '.join(keys)}), which ON CONFLICT needs")
+        raise config.error(
+            "keyColumns", f"no primary key or unique index on exactly ({', '.join(keys)}), which ON CONFLICT needs"
+        )
     return keys
 
 
@@ -155,7 +159,8 @@ def _custom_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> St
     parsed = parse_named_parameters(config.sql or "")
     mapping, unknown = match_columns(list(parsed.distinct), schema.names)
     if unknown:
-        raise config.error("sql", f"parameter(s) {', '.join(':' + n for n in unknown)} name no input column (columns: {', '.join(schema.names)})")
+        unknown_list, columns = ", ".join(":" + name for name in unknown), ", ".join(schema.names)
+        raise config.error("sql", f"parameter(s) {unknown_list} name no input column (columns: {columns})")
     try:  # let the server parse and plan it now rather than in the first task
         cursor.execute(f"PREPARE connectors_jdbc_check AS {parsed.numbered}")
     except psycopg2.Error as exc:
