@@ -46,6 +46,14 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _ATTEMPTS = 3  # of a blocking transactional call that timed out or hit a retriable error
+# Producer-only librdkafka settings a user may pass; the progress consumer would warn about each.
+_PRODUCER_ONLY = frozenset({
+    "acks", "request.required.acks", "enable.idempotence", "transaction.timeout.ms", "linger.ms",
+    "queue.buffering.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes", "batch.size",
+    "batch.num.messages", "compression.type", "compression.codec", "compression.level", "message.timeout.ms",
+    "delivery.timeout.ms", "request.timeout.ms", "retries", "message.send.max.retries", "partitioner",
+    "sticky.partitioning.linger.ms", "enable.gapless.guarantee",
+})
 ALL = sys.maxsize  # "every record of the unit is committed"
 
 
@@ -103,7 +111,7 @@ class PartitionProgress:
     def __init__(self, client_settings: dict[str, str], group: str, topic: str, timeout: float):
         self.group, self.anchor, self.timeout = group, TopicPartition(topic, 0), timeout
         self.consumer = Consumer({
-            **client_settings,
+            **{name: value for name, value in client_settings.items() if name not in _PRODUCER_ONLY},
             "group.id": group,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
