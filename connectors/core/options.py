@@ -193,7 +193,9 @@ class Options:
 
     source_name: ClassVar[str] = "connectors"
     passthrough_prefixes: ClassVar[tuple[str, ...]] = ()
-    ignored: ClassVar[frozenset[str]] = frozenset({"path", "paths"})
+    # Spark adds these itself: load()/save() paths, and a stream writer also gets its query's
+    # checkpointLocation and queryName as options.
+    ignored: ClassVar[frozenset[str]] = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
     @classmethod
     def specs(cls) -> dict[str, OptionSpec]:

@@ -32,7 +32,6 @@ class FileSinkOptions(Options):
     """The sink's options; ``path`` is the base path (``save(path)`` or ``option("path", ...)``)."""
 
     source_name = "connectors.files"
-    ignored = frozenset({"paths", "checkpointlocation"})  # Spark passes the checkpoint to writers
 
     path: str = option("path", doc="base path: a local directory or an fsspec URL such as s3://bucket/dir (required)")
     file_format: str = option(

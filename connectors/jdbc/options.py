@@ -172,8 +172,6 @@ def _parse_mode(text: str) -> WriteMode:
 class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
     """Every option of ``connectors.jdbc``: connection, execution, target and guarantee."""
 
-    ignored = Options.ignored | {"checkpointlocation"}  # Spark hands a stream writer its checkpoint option
-
     dbtable: str | None = option("dbtable", default=None, doc="target table, SQL syntax: schema.table, \"Odd Name\"")
     mode: WriteMode = option("mode", _parse_mode, default=WriteMode.APPEND, doc="append (COPY) or upsert")
     key_columns: tuple[str, ...] | None = option(

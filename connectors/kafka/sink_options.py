@@ -51,7 +51,6 @@ class KafkaSinkOptions(Options):
 
     source_name = SINK
     passthrough_prefixes = ("kafka.",)
-    ignored = Options.ignored | {"checkpointlocation"}  # Spark hands a stream's checkpoint to its sink
 
     topic: str | None = option(
         "topic", parse_topic, default=None,
