@@ -9,14 +9,13 @@ from __future__ import annotations
 import collections
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import PySparkException
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
