@@ -83,6 +83,11 @@ class StandaloneCluster:
         """SIGKILL a worker and the executors it launched (they share its process group)."""
         _kill(self.workers[index])
 
+    def restart_worker(self, index: int) -> None:
+        """Start worker ``index`` again if it is not running."""
+        if self.workers[index].poll() is not None:
+            self.workers[index] = self._start_worker(index)
+
     def stop(self) -> None:
         for proc in [*self.workers, *([self.master] if self.master else [])]:
             _kill(proc)
