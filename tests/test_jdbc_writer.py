@@ -191,6 +191,18 @@ def test_exactly_once_skips_a_committed_key_and_detects_changed_input(postgres_d
     assert pg.fetchall() == [(1000,)]
 
 
+def test_a_retry_after_a_cut_short_attempt_writes_exactly_the_missing_rows(postgres_dsn, pg, table, unique):
+    # Spark ends a Python writer's input early, as if complete, when an upstream operator fails:
+    # the first attempt commits 400 rows; the retry, with the whole partition, adds the other 600.
+    writer, key = make_writer(postgres_dsn, table, unique)
+    assert writer.write(iter(arrow_batches(0, 400, 300))).rows == 400
+    retry = make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 1000, 300)))
+    assert (retry.rows, retry.skipped) == (1000, False)
+    assert count(pg, table) == (1000, 1000)
+    pg.execute("SELECT row_count FROM connectors_jdbc_progress WHERE sink_id = %s", (key.sink_id,))
+    assert pg.fetchall() == [(1000,)]
+
+
 def test_at_least_once_writes_no_progress_row(postgres_dsn, pg, table, unique):
     writer, key = make_writer(postgres_dsn, table, unique, deliveryGuarantee="at-least-once")
     assert writer.write(iter(arrow_batches(0, 500, 100))).rows == 500

@@ -4,7 +4,8 @@ A task inserts its row first thing in its transaction and commits it together wi
 The insert doubles as a lock: a concurrent attempt at the same key (a speculative copy, a zombie)
 waits for the first one, then finds the key taken and skips; a later re-execution (task retry,
 batch replayed after a driver crash) finds it committed and skips. ``row_count`` lets that
-re-execution check it was handed the same rows.
+re-execution check it was handed the same rows, or write exactly the rows an attempt whose input
+Spark cut short (an upstream failure ends a Python writer's input as if complete) did not.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ class ProgressTable:
         )
         if cursor.rowcount == 1:
             return None
+        # Locked: a concurrent attempt that also finds the key waits until this one commits.
         cursor.execute(
-            f"SELECT row_count FROM {self.table} WHERE sink_id = %s AND batch_id = %s AND partition_id = %s",
+            f"SELECT row_count FROM {self.table} WHERE sink_id = %s AND batch_id = %s AND partition_id = %s "
+            "FOR UPDATE",
             key.params(),
         )
         return int(cursor.fetchone()[0])

@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
@@ -121,6 +121,16 @@ def _kept(chunks: Iterator[pa.Table], sent: list[pa.Table]) -> Iterator[pa.Table
         yield chunk
 
 
+def _without_first(chunks: list[pa.Table], count: int) -> Iterator[pa.Table]:
+    """``chunks`` less their first ``count`` rows."""
+    for chunk in chunks:
+        if count >= chunk.num_rows:
+            count -= chunk.num_rows
+            continue
+        yield chunk.slice(count)
+        count = 0
+
+
 class PartitionWriter:
     """Writes one partition's rows; one instance per task."""
 
@@ -173,28 +183,34 @@ class PartitionWriter:
         """One attempt: resend what earlier attempts sent, send the rest, commit with the progress row."""
         progress = self.plan.progress
         with self._cursor() as cursor:
-            if self.key is not None and progress is not None:
-                committed = progress.claim(cursor, self.key)
-                if committed is not None:
+            committed = progress.claim(cursor, self.key) if self.key is not None and progress is not None else None
+            if committed is None:
+                chunks: Iterable[pa.Table] = itertools.chain(list(sent), _kept(pending, sent))
+            else:
+                for _ in _kept(pending, sent):  # the whole partition decides what is missing
+                    pass
+                rows = sum(chunk.num_rows for chunk in sent)
+                if rows == committed:
                     self._connection.rollback()
-                    return self._skip(committed, sent, pending)
-            self.plan.statement.send(cursor, itertools.chain(list(sent), _kept(pending, sent)))
+                    log.info("%s: %s already committed (%d rows); skipped", SOURCE, self.key, rows)
+                    return JdbcCommitMessage(self.key, rows, skipped=True)
+                if rows < committed:
+                    raise JdbcWriteError(
+                        f"{SOURCE}: {self.key} was committed with {committed} rows, but its re-execution has "
+                        f"{rows}: the input of a re-executed batch must be deterministic for exactly-once "
+                        "(see docs/jdbc.md)"
+                    )
+                # Spark ends a writer's input early, as if complete, when an upstream operator fails:
+                # an earlier attempt committed a prefix. Write exactly the rows it did not.
+                log.warning("%s: %s: an earlier attempt committed %d of %d rows; writing the rest",
+                            SOURCE, self.key, committed, rows)
+                chunks = _without_first(sent, committed)
+            self.plan.statement.send(cursor, chunks)
             rows = sum(chunk.num_rows for chunk in sent)
             if self.key is not None and progress is not None:
                 progress.record(cursor, self.key, rows)
         self._connection.commit()
         return JdbcCommitMessage(self.key, rows, skipped=False)
-
-    def _skip(self, committed: int, sent: list[pa.Table], pending: Iterator[pa.Table]) -> JdbcCommitMessage:
-        """The key committed earlier: check the re-execution carries as many rows, write nothing."""
-        rows = sum(chunk.num_rows for chunk in sent) + sum(chunk.num_rows for chunk in pending)
-        if rows != committed:
-            raise JdbcWriteError(
-                f"{SOURCE}: {self.key} was committed with {committed} rows, but its re-execution has {rows}: "
-                "the input of a re-executed batch must be deterministic for exactly-once (see docs/jdbc.md)"
-            )
-        log.info("%s: %s already committed (%d rows); skipped", SOURCE, self.key, rows)
-        return JdbcCommitMessage(self.key, rows, skipped=True)
 
     def _close(self) -> None:
         if self._connection is not None:
