@@ -187,6 +187,23 @@ def mark_batches(df, dawdle: float = 1.5):
     return df.mapInArrow(marked, df.schema)
 
 
+def to_idempotent_parquet(df, checkpoint: str, out: str):
+    """Start ``df`` (marked with :func:`mark_batches`) into a per-batch idempotent parquet sink.
+
+    Each micro-batch overwrites ``out/batch=<id>``: a batch replayed after a kill replaces its
+    earlier output, so anything a *source* skips or delivers twice across restarts shows in the
+    final count. ``Trigger.AvailableNow``: the query stops when it has caught up.
+    """
+
+    def write(batch_df, batch_id):
+        batch_df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
+
+    return (
+        mark_batches(df).writeStream.foreachBatch(write)
+        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    )
+
+
 def _child(spec: dict) -> int:
     """The child process: build the job's query, record completed batches, await the end."""
     from pyspark.sql.streaming import StreamingQueryListener

@@ -4,7 +4,7 @@ Every micro-batch overwrites its own directory ``out/batch=<id>``, so a batch re
 kill replaces its earlier output, and any file read twice or never shows up in the final count.
 """
 
-from connectors.testing.crash import mark_batches
+from connectors.testing.crash import to_idempotent_parquet
 
 
 def files_to_parquet(spark, checkpoint, source, out, files_per_batch):
@@ -16,14 +16,4 @@ def files_to_parquet(spark, checkpoint, source, out, files_per_batch):
         .option("discoveryInterval", "0")
         .load(source)
     )
-
-    def write(batch_df, batch_id):
-        batch_df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
-
-    return (
-        mark_batches(df)
-        .writeStream.foreachBatch(write)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+    return to_idempotent_parquet(df, checkpoint, out)

@@ -5,7 +5,7 @@ kill replaces its earlier output, and any offset the source skips or delivers tw
 restarts shows up in the final count.
 """
 
-from connectors.testing.crash import mark_batches
+from connectors.testing.crash import to_idempotent_parquet
 
 
 def kafka_to_parquet(spark, checkpoint, out, bootstrap, topic, max_offsets):
@@ -18,14 +18,4 @@ def kafka_to_parquet(spark, checkpoint, out, bootstrap, topic, max_offsets):
         .load()
         .select("partition", "offset", "value")
     )
-
-    def write(batch_df, batch_id):
-        batch_df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
-
-    return (
-        mark_batches(df)
-        .writeStream.foreachBatch(write)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+    return to_idempotent_parquet(df, checkpoint, out)

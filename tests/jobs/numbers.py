@@ -5,7 +5,7 @@ kill replaces its earlier output (idempotent), and any gap or repeat in the numb
 delivers shows up in the final count.
 """
 
-from connectors.testing.crash import mark_batches
+from connectors.testing.crash import to_idempotent_parquet
 
 
 def numbers_to_parquet(spark, checkpoint, out, end, rows_per_batch):
@@ -16,14 +16,4 @@ def numbers_to_parquet(spark, checkpoint, out, end, rows_per_batch):
         .option("numPartitions", 2)
         .load()
     )
-
-    def write(batch_df, batch_id):
-        batch_df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
-
-    return (
-        mark_batches(df)
-        .writeStream.foreachBatch(write)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+    return to_idempotent_parquet(df, checkpoint, out)
