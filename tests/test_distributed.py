@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -58,34 +61,11 @@ def test_files_to_postgres_on_a_cluster_survives_a_killed_worker(cluster, crash_
 
 
 def test_every_format_through_spark_connect(tmp_path, kafka_bootstrap, postgres_dsn, unique):
-    from pyspark.sql import SparkSession
-
     with ConnectServer(tmp_path / "connect") as server:
-        spark = SparkSession.builder.remote(server.url).getOrCreate()
-        try:
-            numbers = spark.read.format("connectors.numbers").option("end", 999).load()
-            assert numbers.count() == 1000
-            kafka = {"kafka.bootstrap.servers": kafka_bootstrap}
-            numbers.selectExpr("CAST(value AS STRING) AS value").write.format("connectors.kafka") \
-                .options(**kafka).option("topic", unique).mode("append").save()
-            read_back = spark.read.format("connectors.kafka").options(**kafka).option("subscribe", unique).load()
-            assert read_back.count() == 1000
-            files = str(tmp_path / "files")
-            stream = (
-                spark.readStream.format("connectors.numbers").option("end", 499).load()
-                .writeStream.format("connectors.files").option("path", files).option("fileFormat", "parquet")
-                .option("bucketAssigner", "basePath").option("checkpointLocation", str(tmp_path / "cp"))
-                .trigger(availableNow=True).start()
-            )
-            stream.awaitTermination(300)
-            in_files = spark.read.format("connectors.files").option("fileFormat", "parquet").load(files)
-            assert in_files.count() == 500
-            with psycopg2.connect(postgres_dsn) as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE TABLE {unique} (value bigint)")
-            in_files.write.format("connectors.jdbc").option("url", postgres_dsn).option("dbtable", unique) \
-                .mode("append").save()
-            with psycopg2.connect(postgres_dsn) as conn, conn.cursor() as cur:
-                cur.execute(f"SELECT count(*), sum(value) FROM {unique}")
-                assert cur.fetchone() == (500, sum(range(500)))
-        finally:
-            spark.stop()
+        result = subprocess.run(
+            [sys.executable, "-m", "jobs.connect_client", server.url, str(tmp_path), kafka_bootstrap, postgres_dsn,
+             unique],
+            cwd=Path(__file__).parent, capture_output=True, text=True, timeout=600,
+        )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "every format worked through Spark Connect" in result.stdout
