@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import (
     DataType,
     StringType,
@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from connectors.core.arrow import arrow_schema
 from connectors.core.filesystem import filesystem
 from connectors.core.options import OptionError
 from connectors.files.compression import codec_of, decompressing
@@ -38,11 +39,6 @@ SAMPLE_BYTES = 1 << 20
 SAMPLE_FILES = 8
 INFERRED = "connectors.files.inferred"
 SOURCE = FileSourceOptions.source_name
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """Spark -> Arrow, with timestamps in UTC as the Python data source expects them."""
-    return to_arrow_schema(schema, timezone="UTC")
 
 
 def _normalize(field_type: DataType) -> DataType:
