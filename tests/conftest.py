@@ -41,6 +41,17 @@ def postgres_dsn() -> str:
 
 
 @pytest.fixture
+def pg(postgres_dsn):
+    """An autocommit cursor on the test PostgreSQL."""
+    import psycopg2
+
+    connection = psycopg2.connect(postgres_dsn)
+    connection.autocommit = True
+    yield connection.cursor()
+    connection.close()
+
+
+@pytest.fixture
 def unique() -> str:
     """A short unique name for topics, tables, prefixes."""
     return "t" + uuid.uuid4().hex[:10]

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from connectors.files import finish
-
-
-def visible_files(base: Path) -> list[Path]:
-    return sorted(
-        Path(root, name)
-        for root, dirs, files in os.walk(base)
-        if not any(part.startswith(("_", ".")) for part in Path(root).relative_to(base).parts)
-        for name in files
-        if not name.startswith((".", "_"))
-    )
+from test_file_sink import visible_files
 
 
 @pytest.mark.crash

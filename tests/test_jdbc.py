@@ -35,14 +35,6 @@ from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSin
 UTC = dt.timezone.utc
 
 
-@pytest.fixture
-def pg(postgres_dsn):
-    connection = psycopg2.connect(postgres_dsn)
-    connection.autocommit = True
-    yield connection.cursor()
-    connection.close()
-
-
 def rows(pg, query: str) -> list[tuple]:
     pg.execute(query)
     return pg.fetchall()

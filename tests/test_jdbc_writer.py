@@ -49,14 +49,6 @@ def wait_until(condition, timeout: float = 60, what: str = "condition"):
 
 
 @pytest.fixture
-def pg(postgres_dsn):
-    connection = psycopg2.connect(postgres_dsn)
-    connection.autocommit = True
-    yield connection.cursor()
-    connection.close()
-
-
-@pytest.fixture
 def table(pg, unique) -> str:
     pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text CHECK (name <> 'bad'))")
     return unique
