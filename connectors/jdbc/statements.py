@@ -85,11 +85,23 @@ class _CsvStream:
             if chunk is None:
                 return b""
             sink = pa.BufferOutputStream()
-            pa_csv.write_csv(chunk, sink, _CSV)
+            pa_csv.write_csv(_utc_wall_time(chunk), sink, _CSV)
             return sink.getvalue().to_pybytes()
         except BaseException as exc:
             self.error = exc
             raise
+
+
+def _utc_wall_time(chunk: pa.Table) -> pa.Table:
+    """``chunk`` with zoned timestamps as their UTC wall time (the same numbers, no zone).
+
+    Arrow formats zoned timestamps through the time zone database, 20x slower than plain ones;
+    the session's TimeZone is UTC, so the server reads the wall time as the same instant.
+    """
+    for index, field in enumerate(chunk.schema):
+        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
+            chunk = chunk.set_column(index, field.name, chunk.column(index).cast(pa.timestamp(field.type.unit)))
+    return chunk
 
 
 def to_rows(table: pa.Table) -> list[tuple]:
