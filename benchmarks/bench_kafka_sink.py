@@ -32,10 +32,11 @@ SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 PARTITIONS = 8
 MICRO_BATCHES = 10
 COLUMNS = ("lpad(cast(value as string), 100, 'x') as value", "cast(value % 1000 as string) as key")
+SPARK, AT_LEAST_ONCE, EXACTLY_ONCE = "spark kafka", "connectors.kafka at-least-once", "connectors.kafka exactly-once"
 SINKS = {  # label -> (format, extra options)
-    "spark kafka": ("kafka", {}),
-    "connectors.kafka at-least-once": ("connectors.kafka", {"deliveryGuarantee": "at-least-once"}),
-    "connectors.kafka exactly-once": ("connectors.kafka", {"deliveryGuarantee": "exactly-once"}),
+    SPARK: ("kafka", {}),
+    AT_LEAST_ONCE: ("connectors.kafka", {"deliveryGuarantee": "at-least-once"}),
+    EXACTLY_ONCE: ("connectors.kafka", {"deliveryGuarantee": "exactly-once"}),
 }
 
 
@@ -84,12 +85,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_KAFKA_SINK_ROWS", 1_000_000)))
     parser.add_argument("--repeat", type=int, default=2, help="runs per sink; the fastest counts (shared cores)")
+    parser.add_argument("--modes", default="batch,stream", help="comma list of batch, stream")
     args = parser.parse_args(argv)
     bootstrap = kafka_bootstrap_servers(persistent=True)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     spark = local_spark([SPARK_KAFKA], app_name="bench-kafka-sink")
     results: list[Result] = []
-    for mode, write in (("batch", write_batch), ("stream", write_stream)):
+    modes_run = args.modes.split(",")
+    for mode in modes_run:
+        write = {"batch": write_batch, "stream": write_stream}[mode]
         for label in SINKS:
             write(spark, 1000, *sink_options(bootstrap, create_topic(admin), label))  # warm-up
         runs: dict[str, list[Result]] = {label: [] for label in SINKS}
@@ -101,17 +105,14 @@ def main(argv: list[str] | None = None) -> None:
                 written = offsets_used(bootstrap, topic)
                 assert written >= args.rows, f"{label} {mode}: {written} of {args.rows} rows in {topic}"
         results += [min(label_runs, key=lambda r: r.seconds) for label_runs in runs.values()]
+    ratios = {}
+    for mode in modes_run:
+        ratios[f"at-least-once/spark {mode} rows/s"] = (f"{AT_LEAST_ONCE} {mode}", f"{SPARK} {mode}")
+        ratios[f"exactly-once/at-least-once {mode}"] = (f"{EXACTLY_ONCE} {mode}", f"{AT_LEAST_ONCE} {mode}")
     report(
         "kafka_sink",
         results,
-        {
-            "at-least-once/spark batch rows/s": ("connectors.kafka at-least-once batch", "spark kafka batch"),
-            "at-least-once/spark stream rows/s": ("connectors.kafka at-least-once stream", "spark kafka stream"),
-            "exactly-once/at-least-once batch": ("connectors.kafka exactly-once batch",
-                                                 "connectors.kafka at-least-once batch"),
-            "exactly-once/at-least-once stream": ("connectors.kafka exactly-once stream",
-                                                  "connectors.kafka at-least-once stream"),
-        },
+        ratios,
         {"rows": args.rows, "repeat": args.repeat, "partitions": PARTITIONS, "value_bytes": 100, "micro_batches": MICRO_BATCHES,
          "spark_kafka": SPARK_KAFKA, "cores": os.cpu_count()},
     )
