@@ -13,7 +13,8 @@ Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink_r
   producer's own retries may duplicate records.
 
 Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
-``commit()`` only reports.
+``commit()`` only reports. Producers are kept in the Python worker between tasks
+(``producerCacheSize``, see :mod:`connectors.kafka.sink_producer`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from connectors.core.options import OptionError
 from connectors.core.sink import ForeachBatchSink
 from connectors.kafka.datasource import KafkaDataSource
 from connectors.kafka.sink_options import SINK, KafkaSinkOptions
-from connectors.kafka.sink_producer import SinkProducer, check_cluster, producer_settings
+from connectors.kafka.sink_producer import cached_producer, check_cluster
 from connectors.kafka.sink_records import RecordLayout
 from connectors.kafka.sink_transactions import WorkUnit, write_exactly_once
 
@@ -87,9 +88,9 @@ class _KafkaWrite:
             unit = WorkUnit(run, task.batch_id or 0, task.partition_id)
             records, skipped = write_exactly_once(self.config, self.layout, iterator, unit)
             return KafkaCommitMessage(task.partition_id, records, skipped)
-        producer = SinkProducer(producer_settings(self.config))
-        records = producer.produce(iterator, self.layout)
-        producer.flush()
+        with cached_producer(self.config) as producer:
+            records = producer.produce(iterator, self.layout)
+            producer.flush()
         return KafkaCommitMessage(task.partition_id, records)
 
     def _report(self, messages: list[KafkaCommitMessage | None], what: str) -> None:

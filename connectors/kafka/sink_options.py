@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 
 from connectors.core.guarantees import DeliveryGuarantee, parse_guarantee
-from connectors.core.options import OptionError, Options, option, parse_duration, positive
+from connectors.core.options import OptionError, Options, non_negative, option, parse_duration, parse_int, positive
 from connectors.kafka.config import client_config
 
 SINK = "connectors.kafka"
@@ -69,6 +69,10 @@ class KafkaSinkOptions(Options):
         "requestTimeout", parse_duration, default=timedelta(seconds=60), checks=[positive],
         doc="longest wait for the broker in one blocking call: the check at query start, "
             "starting a transaction, reading the sink's progress")
+    producer_cache_size: int = option(
+        "producerCacheSize", parse_int, default=8, checks=[non_negative],
+        doc="most idle producers a Python worker process keeps for later tasks and micro-batches "
+            "(least recently used closed first); 0: a new producer per task")
     extra: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:

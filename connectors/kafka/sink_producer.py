@@ -5,12 +5,23 @@ needs a dict per record), straight from Arrow columns; librdkafka batches them o
 producer reports only failed deliveries (``delivery.report.only.error``), so success costs no
 Python callback, and a task succeeds only when ``flush()`` left nothing undelivered and no
 report came back with an error.
+
+Producers outlive tasks: Spark reuses its Python worker processes (``spark.python.worker.reuse``,
+on by default), and a new librdkafka producer costs a connection, a metadata round trip and a
+producer id (with idempotence about 0.5 s before its first record is acknowledged), so each
+worker keeps up to ``producerCacheSize`` idle producers (:data:`IDLE`) for the next task of the
+same sink. A producer goes back only after a task that ended cleanly (nothing left undelivered);
+a failed task drops it.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Protocol, cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -26,6 +37,9 @@ log = logging.getLogger(__name__)
 # Producer defaults of the sink; any kafka.* option overrides them.
 JAVA_COMPATIBLE_PARTITIONER = "murmur2_random"  # keyed records land where Java producers put them
 TRANSACTION_TIMEOUT_MS = 900_000  # the brokers' default transaction.max.timeout.ms (15 min)
+# Idle producers older than this are closed: below the brokers' connections.max.idle.ms (10 min),
+# so a kept producer never meets connections the broker closed under it.
+IDLE_PRODUCER_TIMEOUT_S = 300.0
 
 _HINTS = {
     KafkaError.MSG_SIZE_TOO_LARGE: "the record is larger than the producer's kafka.message.max.bytes or the "
@@ -77,6 +91,10 @@ class DeliveryReports:
     largest value (the broker rejects whole batches, so the first is not always the culprit)."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget earlier reports: a reused producer starts every task clean."""
         self.failed = 0
         self.first: str | None = None
         self.largest = 0
@@ -145,6 +163,62 @@ class SinkProducer:
         self.reports.raise_if_failed()
         if left:
             raise KafkaSinkError(f"{left} record(s) still undelivered after flush")
+
+    def close(self) -> None:
+        """Close a kept producer (nothing is queued in one)."""
+        try:
+            self.producer.close()
+        except KafkaException:  # a fenced transactional producer refuses to abort; dropping it is enough
+            pass
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+class IdleProducers:
+    """The producers this Python worker process keeps between tasks, least recently used first.
+
+    A task takes its producer out (so no two tasks ever share one) and puts it back when it ended
+    cleanly; what exceeds the cache size or stayed idle too long is closed.
+    """
+
+    def __init__(self) -> None:
+        self._idle: collections.OrderedDict[Hashable, tuple[float, Closeable]] = collections.OrderedDict()
+
+    def take(self, key: Hashable) -> Closeable | None:
+        self._close_expired()
+        entry = self._idle.pop(key, None)
+        return None if entry is None else entry[1]
+
+    def keep(self, key: Hashable, producer: Closeable, limit: int) -> None:
+        self._idle[key] = (time.monotonic(), producer)
+        while len(self._idle) > limit:
+            self._idle.popitem(last=False)[1][1].close()
+
+    def _close_expired(self) -> None:
+        expired = time.monotonic() - IDLE_PRODUCER_TIMEOUT_S
+        while self._idle and next(iter(self._idle.values()))[0] < expired:
+            self._idle.popitem(last=False)[1][1].close()
+
+
+IDLE = IdleProducers()
+
+
+def settings_key(settings: dict[str, str]) -> tuple:
+    return tuple(sorted(settings.items()))
+
+
+@contextlib.contextmanager
+def cached_producer(options: KafkaSinkOptions) -> Iterator[SinkProducer]:
+    """A producer for one non-transactional task: this worker's idle one for these settings, or
+    a new one. It is kept for the next task only if the task succeeds (then nothing is queued)."""
+    settings = producer_settings(options)
+    key = settings_key(settings)
+    producer = cast("SinkProducer | None", IDLE.take(key)) or SinkProducer(settings)
+    producer.reports.reset()
+    yield producer  # an exception leaves the producer out of the cache (the worker exits anyway)
+    IDLE.keep(key, producer, options.producer_cache_size)
 
 
 _checked: set[tuple] = set()  # clusters this process already checked (streamWriter runs every batch)

@@ -14,6 +14,13 @@ Each Spark partition ``p`` of the sink has the stable transactional id ``<prefix
    (``send_offsets_to_transaction``) and commits: records and progress become visible to
    ``read_committed`` consumers together, or not at all.
 
+Steps 1 and 2 cost a new producer and consumer and several round trips, so the Python worker
+keeps the producer after the task (see :class:`TransactionalProducer`). The next task of the
+same partition in that worker replaces them with one check: it adds the progress it committed
+last to its new transaction, which the transaction coordinator refuses if a newer producer of the
+id exists (the partition ran in another worker, or a newer attempt started). Refused, the task
+drops the kept producer and takes steps 1 and 2; nothing of its input has been read yet.
+
 Why a record count, not a done flag: when a task's *input* fails (an upstream error), Spark ends
 the Python writer's input as if it were complete, so ``write()`` commits what it got, and Spark
 discards the attempt. The count lets the retry write exactly the records that are missing.
@@ -32,14 +39,21 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from connectors.core.retry import retry
 from connectors.kafka.sink_options import KafkaSinkOptions
-from connectors.kafka.sink_producer import KafkaSinkError, SinkProducer, describe, producer_settings
+from connectors.kafka.sink_producer import (
+    IDLE,
+    KafkaSinkError,
+    SinkProducer,
+    describe,
+    producer_settings,
+    settings_key,
+)
 from connectors.kafka.sink_records import RecordLayout
 
 T = TypeVar("T")
@@ -155,6 +169,69 @@ class _Skip:
                 yield batch.slice(drop) if drop else batch
 
 
+class TransactionalProducer:
+    """The producer of one transactional id, and the progress it knows to be committed.
+
+    Kept between tasks like any producer of the sink (:data:`IDLE`). As long as no newer producer
+    initialized the same id, no other producer can have committed progress for it, so
+    ``committed`` is exact without reading it again; :meth:`resume` proves that with one round
+    trip to the transaction coordinator before the task reads any input.
+    """
+
+    def __init__(self, options: KafkaSinkOptions, txn_id: str, timeout: float):
+        self.txn_id, self.timeout = txn_id, timeout
+        # Created first, so its coordinator lookup overlaps init_transactions().
+        self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
+        self.sink = SinkProducer(producer_settings(options, txn_id))
+        _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
+        # Read only after init_transactions() fenced every older producer: none commits after this.
+        self.committed = self.progress.read()
+        self.sink.producer.begin_transaction()
+
+    def resume(self) -> bool:
+        """Begin the transaction of a new task on a kept producer. False when a newer producer of
+        the id fenced this one (the partition ran in another worker since) or the check failed."""
+        assert self.committed is not None  # only producers that know the progress are kept
+        self.sink.reports.reset()
+        self.sink.producer.begin_transaction()
+        try:
+            # Adding the progress already committed changes nothing, but the coordinator checks
+            # the producer's epoch: a fenced producer fails here, before any input is consumed.
+            self.progress.add_to_transaction(self.sink, self.committed)
+        except KafkaSinkError:
+            return False
+        return True
+
+    def commit(self, progress: Progress) -> None:
+        self.progress.add_to_transaction(self.sink, progress)
+        self.sink.producer.commit_transaction()  # flushes; fails if any delivery failed
+        self.committed = progress
+
+    def abort(self) -> None:
+        """Best effort: the next init_transactions() of this id aborts the transaction anyway."""
+        try:
+            self.sink.producer.abort_transaction(self.timeout)
+        except KafkaException as exc:
+            log.warning("aborting transaction '%s' failed (%s); the next attempt aborts it", self.txn_id, exc)
+
+    def close(self) -> None:
+        self.progress.close()
+        self.sink.close()
+
+
+def _begin(options: KafkaSinkOptions, txn_id: str, key: tuple) -> TransactionalProducer:
+    """A producer of ``txn_id`` in a new transaction: this worker's kept one if it is still the
+    newest producer of the id, else a new one (which fences the others)."""
+    kept = cast("TransactionalProducer | None", IDLE.take(key))
+    if kept is not None:
+        if kept.resume():
+            return kept
+        log.info("%s: the kept producer was fenced by a newer one (the partition ran in another worker "
+                 "or attempt); opening a new one", txn_id)
+        kept.close()
+    return TransactionalProducer(options, txn_id, options.request_timeout.total_seconds())
+
+
 def write_exactly_once(
     options: KafkaSinkOptions, layout: RecordLayout, batches: Iterable[pa.RecordBatch], unit: WorkUnit
 ) -> tuple[int, int]:
@@ -164,32 +241,31 @@ def write_exactly_once(
     """
     assert options.transactional_id_prefix is not None  # validated at query start
     txn_id = transactional_id(options.transactional_id_prefix, unit.partition)
-    timeout = options.request_timeout.total_seconds()
-    producer = SinkProducer(producer_settings(options, txn_id))
-    _call(f"initializing transactional id '{txn_id}'", lambda: producer.producer.init_transactions(timeout))
-    progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
+    key = (settings_key(producer_settings(options, txn_id)), options.progress_topic)
+    txn = _begin(options, txn_id, key)
     try:
-        last = progress.read()
-        skip = _Skip(last.committed_of(unit) if last else 0)
+        skip = _Skip(txn.committed.committed_of(unit) if txn.committed else 0)
         remaining = skip(batches)
         first = next(remaining, None)
         _log_skipped(txn_id, unit, skip)
-        if first is None:  # nothing (left) to write; init_transactions aborted any lingering transaction
-            return 0, skip.skipped
-        producer.producer.begin_transaction()
-        try:
-            count = producer.produce(itertools.chain([first], remaining), layout)
-            progress.add_to_transaction(producer, Progress(unit.run, unit.batch, skip.skipped + count))
-            producer.producer.commit_transaction()  # flushes; fails if any delivery failed
-        except BaseException as exc:
-            _abort(producer, txn_id)
-            producer.reports.raise_if_failed()  # the delivery error says more than the commit error
-            if isinstance(exc, KafkaException):
-                raise KafkaSinkError(f"committing transaction '{txn_id}' failed: {describe(exc.args[0])}") from None
-            raise
-        return count, skip.skipped
-    finally:
-        progress.close()
+        count = 0
+        if first is None:  # nothing (left) to write
+            txn.abort()
+        else:
+            count = txn.sink.produce(itertools.chain([first], remaining), layout)
+            txn.commit(Progress(unit.run, unit.batch, skip.skipped + count))
+    except BaseException as exc:
+        txn.abort()
+        txn.progress.close()  # the producer is dropped, not kept: its state is unknown
+        txn.sink.reports.raise_if_failed()  # the delivery error says more than the commit error
+        if isinstance(exc, KafkaException):
+            raise KafkaSinkError(f"committing transaction '{txn_id}' failed: {describe(exc.args[0])}") from None
+        raise
+    if txn.committed is None:  # a kept producer must know the progress to prove it later
+        txn.close()
+    else:
+        IDLE.keep(key, txn, options.producer_cache_size)
+    return count, skip.skipped
 
 
 def _log_skipped(txn_id: str, unit: WorkUnit, skip: _Skip) -> None:
@@ -199,11 +275,3 @@ def _log_skipped(txn_id: str, unit: WorkUnit, skip: _Skip) -> None:
     if skip.count not in (0, ALL) and skip.skipped < skip.count:
         log.warning("%s: batch %d has %d records now but %d were committed before: the input is not "
                     "deterministic, so exactly-once cannot hold", txn_id, unit.batch, skip.skipped, skip.count)
-
-
-def _abort(producer: SinkProducer, txn_id: str) -> None:
-    """Best effort: the next init_transactions() of this id aborts the transaction anyway."""
-    try:
-        producer.producer.abort_transaction(10)
-    except KafkaException as exc:
-        log.warning("aborting transaction '%s' failed (%s); the next attempt aborts it", txn_id, exc)
