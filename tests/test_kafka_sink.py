@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
+import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from connectors.core.options import OptionError
 from connectors.kafka import KafkaSink, KafkaSinkOptions
 from connectors.kafka.sink_records import HEADERS_TYPE, ColumnError, RecordLayout
 from connectors.kafka.sink_transactions import ALL, Progress, WorkUnit, _Skip
+from jobs.kafka_sink import number_batches, write_numbers, write_task
 
 TESTS_DIR = Path(__file__).parent
 Record = collections.namedtuple("Record", "topic partition key value headers")
@@ -378,6 +382,60 @@ def test_overwrite_mode_is_rejected(spark, kafka_bootstrap, unique):
     with pytest.raises(PySparkException) as info:
         df.write.format("connectors.kafka").options(**sink_options(kafka_bootstrap, unique)).mode("overwrite").save()
     assert "Kafka topics can only be appended to" in str(info.value)
+
+
+# --- fencing: zombies and producers kept by Python workers --------------------------------------
+
+
+def test_zombie_attempt_cannot_commit_after_a_newer_attempt_started(kafka_bootstrap, unique):
+    """Two attempts of the same (run, batch, partition), as a zombie or speculative task and its
+    successor: the older one is midway through its transaction when the newer one initializes
+    the same transactional id, writes the whole partition and commits."""
+    topic = create_topic(kafka_bootstrap, unique)
+    options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
+    midway, go_on, outcome = threading.Event(), threading.Event(), {}
+
+    def zombie_input():
+        yield from number_batches(0, 500)
+        time.sleep(1)  # its producer sends what it has: the zombie's records reach the broker
+        midway.set()
+        go_on.wait(60)
+        yield from number_batches(500, 1000)
+
+    def zombie() -> None:
+        try:
+            outcome["result"] = write_task(options, 4, zombie_input())
+        except Exception as exc:  # what the older attempt's task would fail with
+            outcome["error"] = exc
+
+    older = threading.Thread(target=zombie)
+    older.start()
+    assert midway.wait(60)
+    assert write_numbers(options, 4, 0, 1000) == (1000, 0)  # the newer attempt: nothing committed yet
+    go_on.set()
+    older.join(120)
+    assert "result" not in outcome and "(_FENCED)" in str(outcome["error"])
+    assert values(consume(kafka_bootstrap, topic)) == list(range(1000))  # read_committed: each once
+    # The zombie's records did reach the topic, in its aborted transaction, so the line above can fail.
+    assert len(consume(kafka_bootstrap, topic, isolation="read_uncommitted")) > 1000
+
+
+def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, unique, caplog):
+    """Partition 0 runs in this process (which keeps its producer), then in another worker process
+    (whose producer fences the kept one), then here again: the task must not fail."""
+    topic = create_topic(kafka_bootstrap, unique)
+    options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
+    assert write_numbers(options, 0, 0, 300) == (300, 0)
+    with multiprocessing.get_context("spawn").Pool(1) as other_worker:
+        assert other_worker.apply(write_numbers, (options, 1, 300, 600)) == (300, 0)
+    with caplog.at_level(logging.INFO, logger="connectors.kafka.sink_transactions"):
+        assert write_numbers(options, 2, 600, 900) == (300, 0)
+    assert "the kept producer was fenced by a newer one" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="connectors.kafka.sink_transactions"):
+        assert write_numbers(options, 2, 600, 900) == (0, 300)  # batch 2 again: the kept producer knows it is done
+    assert "fenced" not in caplog.text
+    assert values(consume(kafka_bootstrap, topic)) == list(range(900))
 
 
 # --- crashes -----------------------------------------------------------------------------------

@@ -78,5 +78,32 @@ def task_retry(checkpoint, stream_options, batch_options, end):
     spark.stop()
 
 
+def number_batches(start: int, stop: int, size: int = 100):
+    """Arrow batches of the numbers start..stop-1 as a string ``value`` column."""
+    import pyarrow as pa
+
+    return [pa.record_batch({"value": [str(i) for i in range(low, min(low + size, stop))]})
+            for low in range(start, stop, size)]
+
+
+def write_task(options, batch, batches, partition=0):
+    """One exactly-once task outside Spark: ``batches`` as partition ``partition`` of batch
+    ``batch`` of run "run". Returns (records written, records skipped)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from connectors.kafka import KafkaSinkOptions
+    from connectors.kafka.sink_records import RecordLayout
+    from connectors.kafka.sink_transactions import WorkUnit, write_exactly_once
+
+    config = KafkaSinkOptions.from_options(options)
+    layout = RecordLayout.of(StructType([StructField("value", StringType())]), config.topic)
+    return write_exactly_once(config, layout, iter(batches), WorkUnit("run", batch, partition))
+
+
+def write_numbers(options, batch, start, stop):
+    """:func:`write_task` of the numbers start..stop-1 (picklable: runs in another process too)."""
+    return write_task(options, batch, number_batches(start, stop))
+
+
 if __name__ == "__main__":
     task_retry(**json.loads(sys.argv[1]))
