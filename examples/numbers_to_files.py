@@ -1,7 +1,8 @@
 """Example 4: number sequence -> rolling file sink. Needs no external service.
 
 Flink's typed configs render to the sink's options: a DefaultRollingPolicy keeps one part file
-per partition open across micro-batches (few large files instead of one per batch). A long-running
+per partition open across micro-batches, and compaction publishes the parts that roll together as
+one file (few large files instead of one per partition per batch). A long-running
 query attaches ``FileSinkListener`` to publish parts that reach their time limits while idle; a
 job that ends (here ``Trigger.AvailableNow``) publishes what it left open with ``finish``.
 
@@ -43,7 +44,7 @@ def main(output: str) -> None:
     finish(output)
     written = spark.read.json(output)
     files = sorted(p.name for p in Path(output).iterdir() if not p.name.startswith((".", "_")))
-    print(f"{batches} micro-batches wrote {written.count():,} numbers into {len(files)} files in {output}: {files}")
+    print(f"{batches} micro-batches wrote {written.count():,} numbers into {len(files)} file(s) in {output}: {files}")
     spark.stop()
 
 

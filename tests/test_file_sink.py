@@ -68,8 +68,9 @@ def test_csv_gzip_stream_few_files_visible_after_termination(spark, tmp_path, li
     )  # fmt: skip
     query.awaitTermination(180)
     assert len([p for p in query.recentProgress if p["numInputRows"]]) == 5
-    # five batches appended to one open part per partition, published when the query ended
-    wait_for(lambda: len(visible_files(out)) == 2, what="parts published on termination")
+    # five batches appended to one open part per partition; when the query ended both were
+    # published, compacted into one file (two gzip streams of members, one after the other)
+    wait_for(lambda: len(visible_files(out)) == 1, what="parts published on termination")
     assert all(p.name.startswith("part-") and p.name.endswith(".csv.gz") for p in visible_files(out))
     with gzip.open(visible_files(out)[0]) as handle:  # one gzip member per batch: one stream
         assert handle.read().decode().splitlines()[0].isdigit()
@@ -77,6 +78,30 @@ def test_csv_gzip_stream_few_files_visible_after_termination(spark, tmp_path, li
     assert values == list(range(5000))
     assert finish(str(out)) == 0  # nothing left open; the command deletes the listener's leftovers
     assert not [n for n in os.listdir(out) if n.startswith(".")]
+
+
+@pytest.mark.parametrize("compression, compaction", [("none", "false"), ("gzip", "true")])
+def test_csv_header_and_sep_read_back_by_spark(spark, tmp_path, compression, compaction):
+    out, checkpoint = tmp_path / "out", str(tmp_path / "cp")
+    options = {"path": str(out), "fileFormat": "csv", "header": "true", "sep": ";", "compression": compression,
+               "autoCompaction": compaction, "bucketAssigner": "basePath",
+               "partSuffix": ".csv.gz" if compression == "gzip" else ".csv"}  # fmt: skip
+    for end in (2999, 4999):  # a restart on the same checkpoint appends to the parts still open
+        (
+            numbers(spark, end, 1000).selectExpr("value", "concat('a;', value) AS name").writeStream
+            .format("connectors.files").options(**options).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start().awaitTermination(180)
+        )  # fmt: skip
+    finish(str(out))
+    files = visible_files(out)
+    assert len(files) == (1 if compaction == "true" else 2)
+    for path in files:
+        data = path.read_bytes()
+        lines = (gzip.decompress(data) if compression == "gzip" else data).decode().splitlines()
+        assert lines[0] == '"value";"name"' and lines.count(lines[0]) == 1 and len(lines) > 2000
+    df = spark.read.option("header", "true").option("sep", ";").csv(str(out))
+    assert df.columns == ["value", "name"] and df.count() == 5000
+    assert df.where("name = concat('a;', value)").selectExpr("count(distinct value)").first()[0] == 5000
 
 
 def test_foreach_batch_json_by_column_matches_spark_layout(spark, tmp_path):
@@ -87,8 +112,9 @@ def test_foreach_batch_json_by_column_matches_spark_layout(spark, tmp_path):
         .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
         .awaitTermination(180)
     )  # fmt: skip
-    assert finish(str(out)) == 6  # 3 buckets x 2 partitions left open by the default policy
-    assert sorted(p.parent.name for p in visible_files(out)) == ["k=0"] * 2 + ["k=1"] * 2 + ["k=2"] * 2
+    # 3 buckets x 2 partitions left open by the default policy, compacted: one file per bucket
+    assert finish(str(out)) == 3
+    assert sorted(p.parent.name for p in visible_files(out)) == ["k=0", "k=1", "k=2"]
     first = json.loads(visible_files(out)[0].read_text().splitlines()[0])
     assert list(first) == ["value"]  # the bucket column lives in the directory name, as partitionBy
     rows = spark.read.json(str(out)).collect()
@@ -180,7 +206,8 @@ def test_object_store_commit(spark, tmp_path, s3_server, unique):
     bucket = s3_server.create_bucket(unique)
     storage = json.dumps(s3_server.storage_options())
     fs = s3fs.S3FileSystem(**s3_server.storage_options())
-    for file_format, expected in (("json", 2), ("parquet", 6)):  # default policy / on checkpoint
+    # default policy, 2 partitions compacted into one object / on checkpoint, 3 batches x 2 partitions
+    for file_format, expected in (("json", 1), ("parquet", 6)):
         base = f"{bucket}/{file_format}"
         (
             numbers(spark, 2999, 1000).writeStream.format("connectors.files").option("path", base)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 
 import pyarrow.parquet as pq
@@ -21,6 +22,26 @@ def test_row_format_sigkill_mid_batch_exactly_once(crash_harness, tmp_path):
     values = [int(line) for path in visible_files(out) for line in path.read_text().splitlines()]
     assert len(values) == 6000 and sorted(values) == list(range(6000))
     assert not [name for name in os.listdir(out) if name.startswith(".")]  # no leftovers after finish
+
+
+@pytest.mark.crash
+def test_csv_header_gzip_compaction_sigkill_exactly_once(crash_harness, spark, tmp_path):
+    out = tmp_path / "out"
+    harness = crash_harness(
+        "jobs.file_sink:numbers_to_csv_header", out=str(out), end=7999, rows_per_batch=1000, part_size="8k"
+    )
+    report = harness.run(kills=3, kill_at="mid-batch", seed=3)
+    assert report.kills == 3
+    finish(str(out))
+    files = visible_files(out)
+    assert len(files) < 8  # 8 batches x 2 partitions, rolled at 8k and compacted
+    for path in files:  # the header exactly once, at the start of each finished file
+        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+        assert lines[0] == '"value";"name"' and lines.count(lines[0]) == 1
+    rows = spark.read.option("header", "true").option("sep", ";").csv(str(out)).collect()
+    assert sorted(int(r.value) for r in rows) == list(range(8000))
+    assert all(r.name == f"n;{r.value}" for r in rows)
+    assert not [name for name in os.listdir(out) if name.startswith(".")]
 
 
 @pytest.mark.crash

@@ -41,8 +41,10 @@ def clock(monkeypatch) -> Clock:
     return clock
 
 
-def plan(base: Path, **options: str) -> SinkPlan:
-    return SinkPlan(FileSinkOptions.from_options({"path": str(base), "fileFormat": "text", "bucketAssigner": "basePath", **options}))
+def plan(base: Path, columns: tuple[str, ...] = ("value",), **options: str) -> SinkPlan:
+    """A text sink in the base path; one file per part unless a test turns compaction on."""
+    defaults = {"path": str(base), "fileFormat": "text", "bucketAssigner": "basePath", "autoCompaction": "false"}
+    return SinkPlan(FileSinkOptions.from_options({**defaults, **options}), columns)
 
 
 def lines(*values: str) -> pa.RecordBatch:
@@ -187,6 +189,90 @@ def test_listener_roll_while_a_task_appends(tmp_path, clock):
     assert finish(str(tmp_path)) == 0 and hidden(tmp_path) == []  # the command deletes leftovers
 
 
+def csv_rows(*rows: tuple[int, str]) -> pa.RecordBatch:
+    return pa.record_batch([pa.array([r[0] for r in rows]), pa.array([r[1] for r in rows])], names=["id", "name"])
+
+
+def csv_plan(base: Path, **options: str) -> SinkPlan:
+    return plan(base, ("id", "name"), fileFormat="csv", header="true", **options)
+
+
+def test_csv_header_once_per_part_across_appends_retries_and_rolls(tmp_path, clock):
+    p = csv_plan(tmp_path, sep=";", partSize="30")
+    commit_batch(p, [write(p, 0, 0, csv_rows((1, "a")))], 0)
+    write(p, 1, 0, csv_rows((99, "LOST")))  # a killed attempt appended past the committed length
+    commit_batch(p, [write(p, 1, 0, csv_rows((2, "b;c")))], 1)  # continues in a new piece: no header
+    commit_batch(p, [write(p, 2, 0, csv_rows((3, "c")), csv_rows((4, "d")))], 2)  # rolls at 30 bytes
+    finish(str(tmp_path))
+    assert sorted(visible(tmp_path).values()) == [
+        '"id";"name"\n1;"a"\n2;"b;c"\n3;"c"\n',  # one header, then the rows of three batches
+        '"id";"name"\n4;"d"\n',  # the part after the roll has its own header
+    ]
+
+
+def test_csv_header_and_gzip_members(tmp_path, clock):
+    import gzip
+
+    p = csv_plan(tmp_path, compression="gzip", delimiter="\t")
+    for batch in range(3):
+        commit_batch(p, [write(p, batch, 0, csv_rows((batch, "x")))], batch)
+    finish(str(tmp_path))
+    [path] = [tmp_path / name for name in visible_names(tmp_path)]
+    assert gzip.decompress(path.read_bytes()).decode() == '"id"\t"name"\n0\t"x"\n1\t"x"\n2\t"x"\n'
+
+
+def visible_names(base: Path) -> list[str]:
+    return sorted(name for name in os.listdir(base) if not name.startswith((".", "_")))
+
+
+def test_compaction_concatenates_parts_rolling_together(tmp_path, clock):
+    p = csv_plan(tmp_path, autoCompaction="true", rolloverInterval="10s", partSize="34")
+    commit_batch(p, [write(p, 0, part, csv_rows((part, "x"))) for part in range(4)], 0)
+    clock.now += 11  # every partition's part rolls at this commit
+    commit_batch(p, [write(p, 1, 0, csv_rows((9, "y")))], 1)
+    files = sorted(visible(tmp_path).values())
+    # 4 parts of 18 bytes (a 12-byte header, one row): a file of at most 34 bytes holds three
+    assert files == ['"id","name"\n0,"x"\n1,"x"\n2,"x"\n', '"id","name"\n3,"x"\n']
+    assert len(hidden(tmp_path)) == 1  # the sources are deleted; partition 0's new part stays open
+    clock.now += 1
+    finish_query(p.storage, QUERY, rename=True, clean=True)
+    assert sorted(visible(tmp_path).values()) == [*files, '"id","name"\n9,"y"\n']
+
+
+def test_compaction_interrupted_after_the_commit_point_is_redone(tmp_path, clock, monkeypatch):
+    import gzip
+
+    p = csv_plan(tmp_path, compression="gzip", rollingPolicy="onCheckpoint", autoCompaction="true")
+
+    def crash(*args, **kwargs):
+        raise SystemExit("killed after the state was written")
+
+    monkeypatch.setattr(sink_commit, "publish", lambda storage, parts, rename: [crash() for _ in parts])
+    with pytest.raises(SystemExit):
+        commit_batch(p, [write(p, 0, part, csv_rows((part, "x"))) for part in range(3)], 0)
+    [intent] = StateLog(p.storage, QUERY).latest().pending  # the concatenation, logged before it runs
+    assert len(intent.pieces) == 3 and visible(tmp_path) == {} and len(hidden(tmp_path)) == 3
+    monkeypatch.undo()
+    # killed inside the concatenation: a half-written hidden target, the sources still there
+    (tmp_path / f".{intent.final}.finishing.dead").write_bytes(b"partial")
+    commit_batch(p, [write(p, 0, 0, csv_rows((0, "x")))], 0)  # the replay of batch 0 redoes it
+    [path] = [tmp_path / name for name in visible_names(tmp_path)]
+    assert gzip.decompress(path.read_bytes()).decode() == '"id","name"\n0,"x"\n1,"x"\n2,"x"\n'
+    assert hidden(tmp_path) == []  # sources and the dead target deleted after the publication
+
+
+def test_listener_roll_while_a_task_appends_keeps_the_header(tmp_path, clock):
+    p = csv_plan(tmp_path, rolloverInterval="10s")
+    commit_batch(p, [write(p, 0, 0, csv_rows((1, "a")))], 0)
+    clock.now += 9
+    in_flight = write(p, 1, 0, csv_rows((2, "b")))
+    clock.now += 2
+    assert roll_expired(p.storage, p.rules, QUERY, clock.now) == 1
+    commit_batch(p, [in_flight], 1)  # the appended rows become a new part: it gets a header piece
+    finish(str(tmp_path))
+    assert sorted(visible(tmp_path).values()) == ['"id","name"\n1,"a"\n', '"id","name"\n2,"b"\n']
+
+
 def test_state_log_stays_bounded(tmp_path, clock):
     p = plan(tmp_path)
     for batch in range(30):
@@ -228,6 +314,13 @@ def test_date_time_pattern_and_directory_values():
         ({"bucketTimeZone": "Mars/Base"}, "option 'bucketTimeZone' = 'Mars/Base': unknown time zone"),
         ({"partsize": "1MB", "partSizes": "2"}, "option 'partSizes' = '2': unknown option; did you mean 'partSize'?"),
         ({"storageOptions": "{not json"}, "option 'storageOptions' = '***': expected a JSON object"),
+        ({"fileFormat": "csv", "sep": "||"}, "option 'sep' = '||': expected a single character"),
+        ({"fileFormat": "csv", "delimiter": ""}, "option 'delimiter' = '': expected a single character"),
+        ({"fileFormat": "csv", "sep": ";", "delimiter": ","}, "option 'delimiter' = ',': conflicts with sep = ';'"),
+        ({"header": "yes"}, "option 'header' = 'yes': expected true or false"),
+        ({"header": "true"}, "option 'header' = True: applies only to fileFormat csv, not text"),
+        ({"fileFormat": "json", "sep": ";"}, "option 'sep' = ';': applies only to fileFormat csv, not json"),
+        ({"fileFormat": "parquet", "autoCompaction": "true"}, "option 'autoCompaction' = True: fileFormat 'parquet' is a bulk format"),
     ],
 )
 def test_bad_options(tmp_path, options, message):

@@ -184,8 +184,7 @@ class Storage:
             with open(temp, "wb") as out:
                 for piece in pieces:
                     with open(self.abs(piece.path), "rb") as source:
-                        source.seek(piece.start)
-                        _copy(source, out, piece.size)
+                        _copy_local(source, out, piece.start, piece.size)
                 out.flush()
                 os.fsync(out.fileno())
             os.rename(temp, path)
@@ -195,6 +194,21 @@ class Storage:
                 with self.fs.open(self.abs(piece.path), "rb") as source:
                     source.seek(piece.start)
                     _copy(source, out, piece.size)
+
+
+def _copy_local(source: BinaryIO, out: BinaryIO, start: int, length: int) -> None:
+    """Copy ``length`` bytes from ``start`` in the kernel (copy_file_range, Linux) where it can."""
+    if not hasattr(os, "copy_file_range"):
+        source.seek(start)
+        _copy(source, out, length)
+        return
+    offset = start
+    while length > 0:
+        copied = os.copy_file_range(source.fileno(), out.fileno(), min(length, 1 << 30), offset)
+        if copied == 0:
+            raise OSError(f"{source.name} is shorter than its committed length")
+        offset += copied
+        length -= copied
 
 
 def _copy(source: BinaryIO, out: BinaryIO, length: int) -> None:

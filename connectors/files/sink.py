@@ -30,7 +30,7 @@ from connectors.files.rolling import DefaultRollingPolicy, OnCheckpointRollingPo
 from connectors.files.sink_commit import commit_batch
 from connectors.files.sink_formats import check_schema
 from connectors.files.sink_options import FileSinkOptions, OutputFileConfig
-from connectors.files.sink_state import StateLog
+from connectors.files.sink_state import StateLog, compact
 from connectors.files.sink_writer import FileSinkMessage, SinkPlan, TaskWriter
 
 __all__ = ["FileSink", "writer", "stream_writer"]
@@ -41,8 +41,9 @@ def _plan(options, schema: StructType) -> SinkPlan:
     column = config.bucket_column
     if column is not None and column not in schema.fieldNames():
         raise config.error("bucketColumn", f"no such column; columns: {', '.join(schema.fieldNames())}")
-    check_schema(schema, config.file_format, [name for name in schema.fieldNames() if name != column])
-    return SinkPlan(config)
+    columns = [name for name in schema.fieldNames() if name != column]
+    check_schema(schema, config.file_format, columns)
+    return SinkPlan(config, tuple(columns))
 
 
 def writer(options, schema: StructType, overwrite: bool) -> FileBatchWriter:
@@ -81,7 +82,8 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
 
 
 class FileBatchWriter(DataSourceArrowWriter):
-    """``df.write``: each task writes closed parts; the job commit publishes them all."""
+    """``df.write``: each task writes closed parts; the job commit publishes them all (those of a
+    bucket compacted into files of at most ``partSize``, as a stream's rolling parts)."""
 
     def __init__(self, plan: SinkPlan, overwrite: bool):
         self.plan, self.overwrite = plan, overwrite
@@ -99,8 +101,10 @@ class FileBatchWriter(DataSourceArrowWriter):
             for path in storage.fs.find(storage.abs("")):
                 if path not in keep:
                     storage.fs.rm_file(path)
-        for part in parts:
+        for part in compact(parts, self.plan.compaction):
             finish(storage, part, rename=True)
+            for piece in part.pieces:  # the sources of a concatenation (a renamed piece is gone)
+                storage.delete(piece.path)
 
     def abort(self, messages: list[FileSinkMessage | None]) -> None:
         for part in self._parts(messages):

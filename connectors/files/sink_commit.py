@@ -4,9 +4,12 @@ Every operation follows the same protocol, under :func:`driver_lock`:
 
 1. read the newest state version and publish its ``pending`` parts again (idempotent: this
    completes a publication a crash interrupted);
-2. compute the next version (parts that roll move from ``parts`` to ``pending``) and write it:
-   this is the commit point;
-3. publish the new ``pending`` parts, then delete hidden files nobody needs any more.
+2. compute the next version (parts that roll move from ``parts`` to ``pending``, those of one
+   bucket compacted into one part: see :func:`compact`) and write it: this is the commit point,
+   and the intent of every concatenation;
+3. publish the new ``pending`` parts (a compacted part is concatenated into a hidden file renamed
+   into place), then delete hidden files nobody needs any more: the sources of a concatenation
+   only after its target is published.
 
 A batch is committed once: a batch id not above the state's ``batch`` was committed before a
 driver crash and its replay is a no-op (its tasks skip writing, see ``sink.py``).
@@ -14,15 +17,14 @@ driver crash and its replay is a no-op (its tasks skip writing, see ``sink.py``)
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import time
 import uuid
 from collections.abc import Iterable
 
-from connectors.files.part_files import Storage, finish, sweep
+from connectors.files.part_files import Storage, finish, in_progress_name, sweep
 from connectors.files.rolling import RollingRules
-from connectors.files.sink_state import Part, SinkState, StateLog, driver_lock
+from connectors.files.sink_state import Part, Piece, SinkState, StateLog, compact, driver_lock
 from connectors.files.sink_writer import FileSinkMessage, SinkPlan, slot_bucket
 
 
@@ -42,7 +44,8 @@ def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_i
         log = StateLog(storage, query)
         state = log.latest()
         publish(storage, state.pending, rename=True)
-        if batch_id <= state.batch:
+        if batch_id <= state.batch:  # a replay: finish what the crashed commit left, no new state
+            sweep(storage, _directories(state.pending), keep=state.referenced())
             return
         adopted = _adopt_other_queries(storage, query) if state.version == 0 else []
         parts, pending = _merge(plan, state, written)
@@ -50,13 +53,17 @@ def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_i
         for slot, part in list(parts.items()):
             if plan.rules.roll_before_write(part.size, part.opened, part.written, now):
                 pending.append(parts.pop(slot))
-        new = SinkState(query, state.version + 1, batch_id, parts, tuple(pending))
+        pending = compact(pending, plan.compaction)
+        new = SinkState(query, state.version + 1, batch_id, parts, tuple(pending), compaction=plan.compaction)
         log.write(new)
         publish(storage, new.pending, rename=True)
-        touched = {posixpath.dirname(p.final) for p in [*new.pending, *adopted]}
-        sweep(storage, touched, keep=new.referenced())
+        sweep(storage, _directories([*state.pending, *new.pending, *adopted]), keep=new.referenced())
         for path in set(state.garbage) - new.referenced():
             storage.delete(path)
+
+
+def _directories(parts: Iterable[Part]) -> set[str]:
+    return {posixpath.dirname(part.final) for part in parts}
 
 
 def _merge(plan: SinkPlan, state: SinkState, messages: list[FileSinkMessage]) -> tuple[dict[str, Part], list[Part]]:
@@ -76,8 +83,7 @@ def _merge(plan: SinkPlan, state: SinkState, messages: list[FileSinkMessage]) ->
                 elif task_part.continues:
                     # The listener published the part while this task appended to it: the new bytes
                     # start a new part of their own.
-                    final = plan.new_final(slot_bucket(slot), uuid.uuid4().hex, 0)
-                    part = dataclasses.replace(task_part.as_part(), final=final, opened=task_part.written)
+                    part = _new_part(plan, slot, task_part.as_part())
                 else:
                     part = task_part.as_part()
                 if task_part.closed:
@@ -87,6 +93,18 @@ def _merge(plan: SinkPlan, state: SinkState, messages: list[FileSinkMessage]) ->
                 else:
                     parts[slot] = current = part
     return parts, pending
+
+
+def _new_part(plan: SinkPlan, slot: str, rows: Part) -> Part:
+    """``rows`` (bytes written as the continuation of a part published meanwhile) as a part of
+    their own, under a new name, starting with a header piece when the format has one."""
+    final = plan.new_final(slot_bucket(slot), uuid.uuid4().hex, 0)
+    pieces = rows.pieces
+    if plan.header:
+        header = Piece(in_progress_name(final), 0, len(plan.header))
+        plan.storage.write_atomically(header.path, plan.header)
+        pieces = (header, *pieces)
+    return Part(final, pieces, rows.written, rows.written, len(plan.header))
 
 
 def _adopt_other_queries(storage: Storage, query: str) -> list[Part]:
@@ -112,7 +130,8 @@ def roll_expired(storage: Storage, rules: RollingRules, query: str, now: float |
         if not expired:
             return 0
         parts = {s: p for s, p in state.parts.items() if s not in expired}
-        new = SinkState(query, state.version + 1, state.batch, parts, tuple(expired.values()), state.garbage)
+        pending = tuple(compact(expired.values(), state.compaction))
+        new = SinkState(query, state.version + 1, state.batch, parts, pending, state.garbage, state.compaction)
         log.write(new.with_garbage(new.pending))
         publish(storage, new.pending, rename=False)
         return len(expired)
@@ -134,11 +153,12 @@ def finish_query(storage: Storage, query: str, rename: bool, clean: bool, locked
             for path in state.garbage:
                 storage.delete(path)
         return []
-    new = SinkState(query, state.version + 1, state.batch, {}, tuple(state.parts.values()), state.garbage)
+    pending = tuple(compact(state.parts.values(), state.compaction))
+    new = SinkState(query, state.version + 1, state.batch, {}, pending, state.garbage, state.compaction)
     log.write(new if clean else new.with_garbage(new.pending))
     publish(storage, new.pending, rename)
     if clean:
-        sweep(storage, {posixpath.dirname(p.final) for p in new.pending}, keep=set())
+        sweep(storage, _directories(new.pending), keep=set())
         for path in new.garbage:
             storage.delete(path)
     return list(new.pending)

@@ -4,6 +4,8 @@ Row formats (text, csv, json lines) encode each batch to self-contained bytes, s
 by appending across micro-batches and any committed prefix is a valid file; with gzip each append
 is one gzip member (concatenated members are a valid gzip stream for every reader). Parquet is a
 bulk format: one writer per part file, closed when the part rolls (at every micro-batch).
+A csv header is written once, at the start of a part, as bytes of its own (one gzip member with
+gzip), so compaction can leave it out of every part but the first.
 """
 
 from __future__ import annotations
@@ -27,17 +29,22 @@ class PartEncoder(Protocol):
         """Flush what the encoder buffers (the underlying file stays open)."""
 
 
+_GZIP_LEVEL = 6
+
+
+def _compressed(data: bytes, codec: str) -> bytes:
+    # mtime=0: the same bytes give the same member, so a header's length is known in advance
+    return gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0) if codec == "gzip" else data
+
+
 class RowEncoder:
     """text / csv / json lines, optionally gzip: bytes are written as each batch arrives."""
 
-    def __init__(self, handle: BinaryIO, file_format: str, gzip_level: int | None):
-        self.handle, self.file_format, self.gzip_level = handle, file_format, gzip_level
+    def __init__(self, handle: BinaryIO, file_format: str, codec: str, sep: str):
+        self.handle, self.file_format, self.codec, self.sep = handle, file_format, codec, sep
 
     def write(self, batch: pa.RecordBatch) -> None:
-        data = encode_rows(batch, self.file_format)
-        if self.gzip_level is not None:
-            data = gzip.compress(data, compresslevel=self.gzip_level, mtime=0)
-        self.handle.write(data)
+        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.sep), self.codec))
 
     def close(self) -> None:
         pass
@@ -54,19 +61,27 @@ class ParquetEncoder:
         self.writer.close()
 
 
-def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema) -> PartEncoder:
+def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, sep: str) -> PartEncoder:
     if file_format == "parquet":
         return ParquetEncoder(handle, schema, codec)
-    return RowEncoder(handle, file_format, 6 if codec == "gzip" else None)
+    return RowEncoder(handle, file_format, codec, sep)
 
 
-def encode_rows(batch: pa.RecordBatch, file_format: str) -> bytes:
+def csv_header(columns: list[str], sep: str, codec: str) -> bytes:
+    """The bytes a csv part starts with: the column names as one line (one gzip member)."""
+    empty = pa.table([pa.array([], pa.string()) for _ in columns], names=columns)
+    out = io.BytesIO()
+    pacsv.write_csv(empty, out, pacsv.WriteOptions(include_header=True, delimiter=sep))
+    return _compressed(out.getvalue(), codec)
+
+
+def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
     if file_format == "text":
         lines = batch.column(0).fill_null("").to_pylist()
         return "".join(line + "\n" for line in lines).encode()
     if file_format == "csv":
         out = io.BytesIO()
-        pacsv.write_csv(batch, out, pacsv.WriteOptions(include_header=False))
+        pacsv.write_csv(batch, out, pacsv.WriteOptions(include_header=False, delimiter=sep))
         return out.getvalue()
     text = batch.to_pandas().to_json(orient="records", lines=True, date_format="iso", date_unit="us")
     return (text if text.endswith("\n") else text + "\n").encode()

@@ -8,9 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 from connectors.core.filesystem import STORAGE_OPTIONS, parse_storage_options
-from connectors.core.options import Options, choice, option, parse_duration, parse_size, positive
+from connectors.core.options import Options, choice, option, parse_bool, parse_duration, parse_size, positive
 from connectors.files.buckets import DEFAULT_FORMAT, parse_zone, strftime_pattern
 from connectors.files.rolling import DEFAULT_INTERVAL, DEFAULT_PART_SIZE, RollingRules
+from connectors.files.source_options import single_char
 
 ROW_FORMATS = ("text", "csv", "json")
 BULK_FORMATS = ("parquet",)
@@ -40,6 +41,14 @@ class FileSinkOptions(Options):
     compression: str | None = option(
         "compression", choice(*PARQUET_CODECS), default=None,
         doc="row formats: none (default) or gzip; parquet: snappy (default), gzip, zstd or none",
+    )
+    header: bool = option("header", parse_bool, default=False, doc="csv: start each part file with the column names")
+    sep: str | None = option("sep", default=None, checks=[single_char], doc="csv field separator (default ,)")
+    delimiter: str | None = option("delimiter", default=None, checks=[single_char], doc="alias of sep")
+    auto_compaction: bool | None = option(
+        "autoCompaction", parse_bool, default=None,
+        doc="row formats: parts of a bucket that roll together are published as one file of at most partSize "
+            "(default true; parquet: false only)",
     )
     part_prefix: str = option("partPrefix", default="part", checks=[_no_separator], doc="OutputFileConfig part prefix")
     part_suffix: str = option(
@@ -91,6 +100,15 @@ class FileSinkOptions(Options):
                     raise self.error(name, "applies only to rollingPolicy default, not onCheckpoint")
         if self.compression is not None and not bulk and self.compression not in ("none", "gzip"):
             raise self.error("compression", f"row format {self.file_format!r} takes none or gzip")
+        for name, value in (("header", self.header or None), ("sep", self.sep), ("delimiter", self.delimiter)):
+            if value is not None and self.file_format != "csv":
+                raise self.error(name, f"applies only to fileFormat csv, not {self.file_format}")
+        if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
+            raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
+        if self.auto_compaction and bulk:
+            raise self.error(
+                "autoCompaction", f"fileFormat {self.file_format!r} is a bulk format: parts cannot be concatenated"
+            )
         if self.bucket_assigner == "column" and not self.bucket_column:
             raise self.error("bucketAssigner", "column needs the option bucketColumn")
         if self.bucket_column and self.bucket_assigner != "column":
@@ -99,6 +117,15 @@ class FileSinkOptions(Options):
     @property
     def rolling_policy_name(self) -> str:
         return self.rolling_policy or ("onCheckpoint" if self.file_format in BULK_FORMATS else "default")
+
+    @property
+    def separator(self) -> str:
+        return self.sep or self.delimiter or ","
+
+    @property
+    def compacts(self) -> bool:
+        """Whether parts rolling together in one bucket are concatenated into one file."""
+        return self.file_format not in BULK_FORMATS and self.auto_compaction is not False
 
     @property
     def codec(self) -> str:

@@ -19,8 +19,9 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import posixpath
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from connectors.files.part_files import Storage
@@ -48,6 +49,7 @@ class Part:
     pieces: tuple[Piece, ...]
     opened: float  # epoch seconds
     written: float  # epoch seconds of the last committed write
+    header: int = 0  # bytes of csv header at the start of the first piece (left out when compacted)
 
     @property
     def size(self) -> int:
@@ -66,11 +68,42 @@ class Part:
 
     def to_json(self) -> dict:
         return {"final": self.final, "pieces": [[p.path, p.start, p.end] for p in self.pieces],
-                "opened": self.opened, "written": self.written}  # fmt: skip
+                "opened": self.opened, "written": self.written, "header": self.header}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict) -> Part:
-        return cls(data["final"], tuple(Piece(*p) for p in data["pieces"]), data["opened"], data["written"])
+        pieces = tuple(Piece(*p) for p in data["pieces"])
+        return cls(data["final"], pieces, data["opened"], data["written"], data.get("header", 0))
+
+    def without_header(self) -> tuple[Piece, ...]:
+        """The pieces after the header: this part's rows, to follow another part's."""
+        if not self.pieces:
+            return ()
+        first, *rest = self.pieces
+        trimmed = Piece(first.path, first.start + self.header, first.end)
+        return tuple(piece for piece in (trimmed, *rest) if piece.size > 0)
+
+
+def compact(parts: Iterable[Part], limit: int) -> list[Part]:
+    """Flink's compaction of pending files: parts of one bucket that roll together become one
+    part of at most ``limit`` bytes (a part already that big stays alone), its first part's name
+    and header followed by the others' rows. Row-format bytes (and gzip members) concatenate into
+    a valid file. ``limit`` 0: unchanged."""
+    out: list[Part] = []
+    growing: dict[str, int] = {}  # bucket directory -> index in ``out`` of its part still growing
+    for part in parts:
+        bucket = posixpath.dirname(part.final)
+        index = growing.get(bucket)
+        if limit and index is not None and out[index].size + part.size - part.header <= limit:
+            target = out[index]
+            out[index] = dataclasses.replace(
+                target, pieces=target.pieces + part.without_header(),
+                opened=min(target.opened, part.opened), written=max(target.written, part.written),
+            )  # fmt: skip
+        else:
+            growing[bucket] = len(out)
+            out.append(part)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +114,8 @@ class SinkState:
     version publishes (re-published idempotently by whoever reads this version first after a crash);
     ``garbage``: files of parts the maintenance listener published, which a task may still have
     been appending to: the next batch commit deletes those no open part needs.
+    ``compaction``: the largest file that parts rolling together in one bucket are concatenated
+    into (0: no compaction); set by the batch commits, so the listener and ``finish`` follow it.
     """
 
     query: str
@@ -89,12 +124,14 @@ class SinkState:
     parts: dict[str, Part] = dataclasses.field(default_factory=dict)
     pending: tuple[Part, ...] = ()
     garbage: tuple[str, ...] = ()
+    compaction: int = 0
 
     def to_json(self) -> str:
         return json.dumps({
             "query": self.query, "version": self.version, "batch": self.batch,
             "parts": {slot: part.to_json() for slot, part in self.parts.items()},
             "pending": [part.to_json() for part in self.pending], "garbage": list(self.garbage),
+            "compaction": self.compaction,
         })  # fmt: skip
 
     @classmethod
@@ -104,6 +141,7 @@ class SinkState:
             data["query"], data["version"], data["batch"],
             {slot: Part.from_json(part) for slot, part in data["parts"].items()},
             tuple(Part.from_json(part) for part in data["pending"]), tuple(data.get("garbage", ())),
+            data.get("compaction", 0),
         )  # fmt: skip
 
     def with_garbage(self, parts: tuple[Part, ...]) -> SinkState:

@@ -20,7 +20,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from connectors.files.buckets import Bucketer, bucketer
 from connectors.files.part_files import Storage, final_name, in_progress_name
 from connectors.files.rolling import RollingRules
-from connectors.files.sink_formats import PartEncoder, encoder
+from connectors.files.sink_formats import PartEncoder, csv_header, encoder
 from connectors.files.sink_options import FileSinkOptions
 from connectors.files.sink_state import Part, Piece, SinkState
 
@@ -36,9 +36,10 @@ class TaskPart:
     written: float
     continues: bool
     closed: bool
+    header: int = 0  # a new part: the bytes of its csv header at the start of its piece
 
     def as_part(self) -> Part:
-        return Part(self.final, self.pieces, self.opened, self.written)
+        return Part(self.final, self.pieces, self.opened, self.written, self.header)
 
 
 @dataclasses.dataclass
@@ -65,13 +66,18 @@ def slot_bucket(slot: str) -> str:
 
 @dataclasses.dataclass
 class SinkPlan:
-    """Everything a task or a commit needs, built once on the driver from the options."""
+    """Everything a task or a commit needs, built once on the driver from the options and the
+    names of the columns written to the files."""
 
     config: FileSinkOptions
+    columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        self.storage = Storage(self.config.path, self.config.storage_options)
-        self.rules: RollingRules = self.config.rules
+        c = self.config
+        self.storage = Storage(c.path, c.storage_options)
+        self.rules: RollingRules = c.rules
+        self.header = csv_header(list(self.columns), c.separator, c.codec) if c.header else b""
+        self.compaction = c.rules.part_size if c.compacts else 0
 
     @property
     def bucketer(self) -> Bucketer:
@@ -94,6 +100,10 @@ class _OpenPart:
         else:
             self.path, self.start = in_progress_name(final), 0
             self.handle = plan.storage.new_piece(self.path)
+        self.header = 0
+        if committed is None and plan.header:  # written once per part: appends and retries skip it
+            self.handle.write(plan.header)
+            self.header = len(plan.header)
         self.base_size = committed.size if committed else 0
         self.opened = committed.opened if committed else now
         self.written = self.opened
@@ -106,7 +116,7 @@ class _OpenPart:
     def write(self, rows: pa.RecordBatch, now: float) -> None:
         if self._encoder is None:
             c = self.plan.config
-            self._encoder = encoder(self.handle, c.file_format, c.codec, rows.schema)
+            self._encoder = encoder(self.handle, c.file_format, c.codec, rows.schema, c.separator)
         self._encoder.write(rows)
         self.written = now
 
@@ -119,7 +129,7 @@ class _OpenPart:
             os.fsync(self.handle.fileno())  # committed bytes must survive a machine crash
         self.handle.close()
         return TaskPart(self.final, (Piece(self.path, self.start, end),), self.opened, self.written,
-                        continues=self.committed is not None, closed=closed)  # fmt: skip
+                        continues=self.committed is not None, closed=closed, header=self.header)  # fmt: skip
 
 
 class TaskWriter:

@@ -33,6 +33,27 @@ def numbers_to_csv(spark, checkpoint, out, end, rows_per_batch, part_size):
     )
 
 
+def numbers_to_csv_header(spark, checkpoint, out, end, rows_per_batch, part_size):
+    """csv with a header and gzip, parts compacted when they roll (the default): kills hit header
+    writes, appends, and concatenations logged but not yet published."""
+    return (
+        mark_batches(_numbers(spark, end, rows_per_batch))
+        .selectExpr("value", "concat('n;', value) AS name")
+        .writeStream.format("connectors.files")
+        .option("path", out)
+        .option("fileFormat", "csv")
+        .option("header", "true")
+        .option("sep", ";")
+        .option("compression", "gzip")
+        .option("partSuffix", ".csv.gz")
+        .option("bucketAssigner", "basePath")
+        .option("partSize", part_size)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def numbers_to_parquet_callable(spark, checkpoint, out, end, rows_per_batch):
     """Bulk format through the foreachBatch callable: every batch publishes its parts."""
     from connectors.files import FileSink
