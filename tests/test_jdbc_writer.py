@@ -23,7 +23,7 @@ from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
 from connectors.jdbc.options import libpq_dsn, redact_url
 from connectors.jdbc.progress import ProgressKey
-from connectors.jdbc.sink import plan_write
+from connectors.jdbc.sink import plan_write, stream_writer
 from connectors.jdbc.statements import last_per_key, parse_named_parameters
 from connectors.jdbc.table import parse_table_name
 from connectors.jdbc.writer import JdbcWriteError, PartitionWriter, chunks
@@ -220,6 +220,39 @@ def test_guarantee_none_commits_each_chunk(postgres_dsn, pg, table, unique):
     with pytest.raises(JdbcWriteError, match=f'constraint "{table}_pkey"'):
         writer.write(iter(batches))
     assert count(pg, table) == (300, 300)  # Flink's plain JdbcSink: what was flushed stays
+
+
+def test_a_streaming_query_is_planned_once_per_worker(postgres_dsn, table, tmp_path):
+    # Spark asks for a stream writer every micro-batch and again to commit: the table is checked
+    # and the progress table created once per query (its checkpoint location) in a worker.
+    options = {"url": postgres_dsn, "dbtable": table, "checkpointLocation": str(tmp_path / "a")}
+    first, again = stream_writer(options, SCHEMA, False), stream_writer(dict(options), SCHEMA, False)
+    assert first.plan is again.plan and first is not again
+    other_query = stream_writer({**options, "checkpointLocation": str(tmp_path / "b")}, SCHEMA, False)
+    assert other_query.plan is not first.plan
+    foreach_batch = {key: value for key, value in options.items() if key != "checkpointLocation"}
+    assert stream_writer(foreach_batch, SCHEMA, False).plan is not stream_writer(foreach_batch, SCHEMA, False).plan
+
+
+def backends(cursor, app: str) -> list[int]:
+    cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,))
+    return [pid for (pid,) in cursor.fetchall()]
+
+
+def test_the_next_task_reuses_the_idle_connection_and_replaces_a_dead_one(postgres_dsn, pg, table, unique):
+    def write(first: int) -> None:  # maxRetries 0: a dead connection handed out would fail the write
+        writer, _ = make_writer(postgres_dsn, table, unique, deliveryGuarantee="at-least-once", maxRetries="0")
+        assert writer.write(iter(arrow_batches(first, 100, 100))).rows == 100
+
+    write(0)
+    (kept,) = backends(pg, unique)
+    write(100)
+    assert backends(pg, unique) == [kept]
+    pg.execute("SELECT pg_terminate_backend(%s)", (kept,))
+    wait_until(lambda: not backends(pg, unique), what="the idle connection's backend to end")
+    write(200)
+    assert len(backends(pg, unique)) == 1 and backends(pg, unique) != [kept]
+    assert count(pg, table) == (300, 300)
 
 
 def disrupted(batches: list[pa.RecordBatch], disrupt) -> Iterator[pa.RecordBatch]:

@@ -5,6 +5,10 @@ parse the options, connect, check the input against the table, build the stateme
 the progress table, so every configuration mistake fails there with a clear message. Tasks then
 run :class:`~connectors.jdbc.writer.PartitionWriter`; ``commit()`` on the driver prunes the
 progress rows no re-execution can need any more.
+
+Spark calls ``stream_writer()`` again for every micro-batch, and once more to get an instance to
+``commit()`` on; a streaming query's plan is therefore made once per driver-side Python worker
+(keyed by the options, which include the query's checkpoint location, and the input schema).
 """
 
 from __future__ import annotations
@@ -34,19 +38,28 @@ from connectors.jdbc.statements import (
     parse_named_parameters,
 )
 from connectors.jdbc.table import PgTable, check_columns, load_table, match_columns, parse_table_name
-from connectors.jdbc.writer import JdbcCommitMessage, PartitionWriter, WritePlan, connect
+from connectors.jdbc.writer import JdbcCommitMessage, PartitionWriter, WritePlan, borrow, connect, release
 
 log = logging.getLogger(__name__)
 
 
 def writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-    config, plan, name = plan_write(options, schema, overwrite)
-    return JdbcBatchWriter(plan, config, name)
+    return JdbcBatchWriter(*plan_write(options, schema, overwrite))
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-    config, plan, name = plan_write(options, schema, overwrite)
-    return JdbcStreamWriter(plan, config, name)
+    if "checkpointLocation" not in options:  # foreachBatch on the driver: no query to key a plan by
+        return JdbcStreamWriter(*plan_write(options, schema, overwrite))
+    key = (tuple(sorted((k.lower(), v) for k, v in options.items())), schema.json(), overwrite)
+    if key not in _query_plans:
+        if len(_query_plans) >= _MAX_QUERY_PLANS:  # a long-lived worker sees many queries
+            _query_plans.clear()
+        _query_plans[key] = plan_write(options, schema, overwrite)
+    return JdbcStreamWriter(*_query_plans[key])
+
+
+_query_plans: dict[tuple, tuple[JdbcSinkOptions, WritePlan, str]] = {}
+_MAX_QUERY_PLANS = 64
 
 
 def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> tuple[JdbcSinkOptions, WritePlan, str]:
@@ -173,7 +186,7 @@ def _custom_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> St
 class _JdbcWriter:
     """What the batch and the streaming writer share: the write itself and progress pruning."""
 
-    def __init__(self, plan: WritePlan, config: JdbcSinkOptions, target_name: str):
+    def __init__(self, config: JdbcSinkOptions, plan: WritePlan, target_name: str):
         self.plan = plan
         self.sink_id = config.sink_id
         self.target_name = target_name
@@ -191,7 +204,7 @@ class _JdbcWriter:
         if self.plan.progress is None or not sink_ids:
             return
         try:
-            connection = connect(self.plan.connection)
+            connection = borrow(self.plan.connection)
         except psycopg2.Error as exc:
             log.warning("%s: could not prune the progress table: %s", SOURCE, exc)
             return
@@ -201,7 +214,7 @@ class _JdbcWriter:
         except psycopg2.Error as exc:
             log.warning("%s: could not prune the progress table: %s", SOURCE, exc)
         finally:
-            connection.close()
+            release(connection, self.plan.connection)  # closed instead when the error broke it
 
     @staticmethod
     def _log(messages: list[JdbcCommitMessage | None], what: str) -> None:

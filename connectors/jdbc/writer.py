@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import os
 import time
 from collections.abc import Iterable, Iterator
 
@@ -94,6 +95,51 @@ def connect(options: JdbcConnectionOptions):
     return connection
 
 
+# One idle connection per process and connection options: Spark reuses its Python workers for
+# the next task, which then skips a connect (a backend start and authentication, 10-30 ms).
+_idle: dict[tuple, tuple[int, object]] = {}
+
+
+def _idle_key(options: JdbcConnectionOptions) -> tuple:
+    return tuple(sorted((key, str(value)) for key, value in options.connect_kwargs().items()))
+
+
+def borrow(options: JdbcConnectionOptions):
+    """This process's idle connection if it still answers (Flink's ``isValid`` check), else a new one."""
+    import psycopg2
+
+    pid, connection = _idle.pop(_idle_key(options), (None, None))
+    if connection is not None and pid == os.getpid():  # never a connection inherited through fork
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            connection.rollback()
+            return connection
+        except psycopg2.Error:
+            discard(connection)
+    return connect(options)
+
+
+def release(connection, options: JdbcConnectionOptions) -> None:
+    """Keep ``connection`` as this process's idle one if no transaction is open on it, else close it."""
+    import psycopg2.extensions
+
+    if connection.closed or connection.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
+        discard(connection)
+        return
+    previous = _idle.get(_idle_key(options))
+    _idle[_idle_key(options)] = (os.getpid(), connection)
+    if previous is not None:
+        discard(previous[1])
+
+
+def discard(connection) -> None:
+    try:
+        connection.close()
+    except Exception:  # already broken: nothing to release
+        pass
+
+
 def chunks(batches: Iterator[pa.RecordBatch], size: int, interval_ms: int) -> Iterator[pa.Table]:
     """Flink's buffering: a chunk every ``size`` rows, or when ``interval_ms`` passed since the last."""
     buffer: list[pa.RecordBatch] = []
@@ -149,11 +195,16 @@ class PartitionWriter:
         try:
             if self.plan.guarantee is DeliveryGuarantee.NONE:
                 rows = sum(self._retrying(lambda chunk=chunk: self._commit_chunk(chunk)) for chunk in pending)
-                return JdbcCommitMessage(self.key, rows, skipped=False)
-            sent: list[pa.Table] = []
-            return self._retrying(lambda: self._commit_partition(sent, pending))
-        finally:
+                message = JdbcCommitMessage(self.key, rows, skipped=False)
+            else:
+                sent: list[pa.Table] = []
+                message = self._retrying(lambda: self._commit_partition(sent, pending))
+        except BaseException:
             self._close()
+            raise
+        release(self._connection, self.plan.connection)  # kept for the next task in this worker
+        self._connection = None
+        return message
 
     def _retrying(self, attempt):
         try:
@@ -170,7 +221,7 @@ class PartitionWriter:
 
     def _cursor(self):
         if self._connection is None:
-            self._connection = connect(self.plan.connection)
+            self._connection = borrow(self.plan.connection)
         return self._connection.cursor()
 
     def _commit_chunk(self, chunk: pa.Table) -> int:
@@ -214,8 +265,5 @@ class PartitionWriter:
 
     def _close(self) -> None:
         if self._connection is not None:
-            try:
-                self._connection.close()
-            except Exception:  # already broken: nothing to release
-                pass
+            discard(self._connection)
             self._connection = None
