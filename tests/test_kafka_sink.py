@@ -420,21 +420,30 @@ def test_zombie_attempt_cannot_commit_after_a_newer_attempt_started(kafka_bootst
     assert len(consume(kafka_bootstrap, topic, isolation="read_uncommitted")) > 1000
 
 
-def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, unique, caplog):
+@pytest.mark.parametrize("host", ["same host", "other host"])
+def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, unique, tmp_path, monkeypatch,
+                                                            caplog, capfd, host):
     """Partition 0 runs in this process (which keeps its producer), then in another worker process
-    (whose producer fences the kept one), then here again: the task must not fail."""
+    (whose producer fences the kept one), then here again: the task must not fail. On the same
+    host the kept producer learns it from the owner file; a worker on another host (here: another
+    temp dir) leaves none, so the broker's epoch check must catch it."""
     topic = create_topic(kafka_bootstrap, unique)
     options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
     assert write_numbers(options, 0, 0, 300) == (300, 0)
+    if host == "other host":
+        monkeypatch.setenv("TMPDIR", str(tmp_path))  # read by the spawned worker's tempfile
     with multiprocessing.get_context("spawn").Pool(1) as other_worker:
         assert other_worker.apply(write_numbers, (options, 1, 300, 600)) == (300, 0)
+    capfd.readouterr()
     with caplog.at_level(logging.INFO, logger="connectors.kafka.sink_transactions"):
         assert write_numbers(options, 2, 600, 900) == (300, 0)
-    assert "the kept producer was fenced by a newer one" in caplog.text
+    assert "a newer producer replaced the kept one" in caplog.text
+    fenced_by_broker = "fenced by a newer instance" in capfd.readouterr().err  # librdkafka's own log
+    assert fenced_by_broker == (host == "other host")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="connectors.kafka.sink_transactions"):
         assert write_numbers(options, 2, 600, 900) == (0, 300)  # batch 2 again: the kept producer knows it is done
-    assert "fenced" not in caplog.text
+    assert "replaced" not in caplog.text
     assert values(consume(kafka_bootstrap, topic)) == list(range(900))
 
 

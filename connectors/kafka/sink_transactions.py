@@ -34,11 +34,16 @@ id per batch write; the batch is Spark's batch id. A transaction lives only insi
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import json
 import logging
+import os
 import sys
+import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TypeVar, cast
 
 import pyarrow as pa
@@ -69,6 +74,8 @@ _PRODUCER_ONLY = frozenset({
     "sticky.partitioning.linger.ms", "enable.gapless.guarantee",
 })
 ALL = sys.maxsize  # "every record of the unit is committed"
+# One file per transactional id: the token of the producer on this host that initialized it last.
+OWNERS = Path(tempfile.gettempdir()) / "connectors-kafka-sink-owners"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,14 +183,23 @@ class TransactionalProducer:
     initialized the same id, no other producer can have committed progress for it, so
     ``committed`` is exact without reading it again; :meth:`resume` proves that with one round
     trip to the transaction coordinator before the task reads any input.
+
+    Most newer producers are another worker on the same host: each producer leaves a token in a
+    file of :data:`OWNERS` after its ``init_transactions()``, so a kept producer that finds another
+    token gives up without asking the broker (nor making librdkafka log a fatal "fenced" error).
+    The file is only a shortcut: a stale or lost one costs a new producer or the broker's check.
     """
 
     def __init__(self, options: KafkaSinkOptions, txn_id: str, timeout: float):
         self.txn_id, self.timeout = txn_id, timeout
+        cluster = options.client_settings()["bootstrap.servers"]
+        self.owner_file = OWNERS / hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
+        self.token = uuid.uuid4().hex
         # Created first, so its coordinator lookup overlaps init_transactions().
         self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
         self.sink = SinkProducer(producer_settings(options, txn_id))
         _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
+        self._claim()
         # Read only after init_transactions() fenced every older producer: none commits after this.
         self.committed = self.progress.read()
         self.sink.producer.begin_transaction()
@@ -192,6 +208,8 @@ class TransactionalProducer:
         """Begin the transaction of a new task on a kept producer. False when a newer producer of
         the id fenced this one (the partition ran in another worker since) or the check failed."""
         assert self.committed is not None  # only producers that know the progress are kept
+        if not self._owns():
+            return False
         self.sink.reports.reset()
         self.sink.producer.begin_transaction()
         try:
@@ -201,6 +219,18 @@ class TransactionalProducer:
         except KafkaSinkError:
             return False
         return True
+
+    def _claim(self) -> None:
+        OWNERS.mkdir(exist_ok=True)
+        draft = self.owner_file.with_name(f"{self.owner_file.name}.{self.token}")
+        draft.write_text(self.token)
+        os.replace(draft, self.owner_file)  # atomic: readers see the old or the new token
+
+    def _owns(self) -> bool:
+        try:
+            return self.owner_file.read_text() == self.token
+        except OSError:
+            return False
 
     def commit(self, progress: Progress) -> None:
         self.progress.add_to_transaction(self.sink, progress)
@@ -226,8 +256,8 @@ def _begin(options: KafkaSinkOptions, txn_id: str, key: tuple) -> TransactionalP
     if kept is not None:
         if kept.resume():
             return kept
-        log.info("%s: the kept producer was fenced by a newer one (the partition ran in another worker "
-                 "or attempt); opening a new one", txn_id)
+        log.info("%s: a newer producer replaced the kept one (the partition ran in another worker or "
+                 "attempt since); opening a new one", txn_id)
         kept.close()
     return TransactionalProducer(options, txn_id, options.request_timeout.total_seconds())
 
