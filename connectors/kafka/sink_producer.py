@@ -229,7 +229,7 @@ def check_cluster(options: KafkaSinkOptions) -> None:
     ``topic`` exists when the producer may not create it, and (exactly-once) the progress
     topic exists or is created. Raises OptionError naming the option at fault."""
     settings = producer_settings(options, _probe_id(options))
-    key = (tuple(sorted(settings.items())), options.topic, options.exactly_once and options.progress_topic)
+    key = (settings_key(settings), options.topic, options.exactly_once and options.progress_topic)
     if key in _checked:
         return
     try:
