@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from datetime import timedelta
 
@@ -185,6 +186,25 @@ def test_listing_skips_hidden_and_filters_names(tmp_path):
     assert FileLister([str(tmp_path / "missing")]).list() == {}
 
 
+def test_refresh_reports_only_what_appeared_and_disappeared(tmp_path):
+    for name in ["a.json", "sub/b.json", "gone/c.json", "_hidden.json"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    path = lambda name: str(tmp_path / name)  # noqa: E731
+    lister = FileLister([str(tmp_path), path("a.json")])  # a.json is listed through both paths
+    assert sorted(s.path for s in lister.refresh().added) == [path("a.json"), path("gone/c.json"), path("sub/b.json")]
+    assert not lister.refresh()
+    (tmp_path / "d.json").write_text("x\n")
+    (tmp_path / "sub" / "b.json").unlink()
+    shutil.rmtree(tmp_path / "gone")
+    changes = lister.refresh()
+    assert [s.path for s in changes.added] == [path("d.json")]
+    assert sorted(changes.removed) == [path("gone/c.json"), path("sub/b.json")]
+    (tmp_path / "a.json").unlink()
+    assert lister.refresh().removed == [path("a.json")]
+    assert sorted(lister.files) == [path("d.json")]
+
+
 def test_memory_filesystem_list_and_read(unique):
     fs = fsspec.filesystem("memory")
     fs.pipe(f"/{unique}/x.json", b'{"a": 1, "b": "m"}\n')
@@ -210,7 +230,7 @@ def test_state_stays_bounded_and_reconstructs_batches():
         sizes.append(len(state.seen))
     assert max(sizes) <= 800  # the window (6 batches) + the current batch, not 5000
     old = FileStatus("/d/0-0", 1, 0)
-    assert not state.is_new(old, lateness, digest(old.path)) and state.is_late(old, lateness)
+    assert state.is_late(old, lateness) and digest(old.path) not in state.seen
 
 
 def write_file(directory, name, content="x\n", mtime=None):

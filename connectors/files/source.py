@@ -217,44 +217,51 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class DirectoryMonitor:
     """The driver side of a stream: throttled listings, admission, batch files, cleanup.
 
-    Lives as long as the query's driver-side reader. Besides the listing it remembers which
-    paths it has already judged in this run, so each trigger only examines names it has not
-    settled yet, and it never rebuilds a state it has just produced.
+    Lives as long as the query's driver-side reader. It works on the listing's changes: a file
+    is looked at when it appears (is it late?) and while it is pending (not admitted yet, not
+    settled as never new), so a trigger costs the listing plus the new and pending files, not
+    a pass over every file in the directory.
     """
 
     def __init__(self, config: FileSourceOptions, paths: Sequence[str]):
         self.config = config
         self.lister = _lister(config, paths)
         self.lateness_ms = int(config.allowed_lateness.total_seconds() * 1000)
-        self._listing: dict[str, FileStatus] | None = None
-        self._listed_at = 0.0
-        self._listings = 0
-        self._frozen: dict[str, FileStatus] | None = None
-        self._digests: dict[str, bytes] = {}
-        self._judged: set[str] = set()  # paths looked at in this run (late files are counted once)
-        self._settled: set[str] = set()  # paths that can never be new again
+        self.max_age_ms = None if config.max_file_age is None else int(config.max_file_age.total_seconds() * 1000)
+        self._listed_at: float | None = None
+        self._generation = 0  # bumped by every listing that changed something
+        self._frozen = False
+        self._fresh: dict[str, FileStatus] = {}  # appeared since the last admission: late?
+        self._pending: dict[str, FileStatus] = {}  # listed, not yet admitted nor settled as never new
+        self._digests: dict[str, bytes] = {}  # of fresh and pending files
+        self._newest = 0  # newest modification time listed in this run (maxFileAge, as Spark)
         self._states: dict[str, SeenFiles] = {}  # offset["seen"] -> decoded state (small LRU)
         self._batches: dict[str, list[FileStatus]] = {}  # end offset["seen"] -> files of that batch
         self._last_answer: tuple[tuple, dict] | None = None
 
     # -- listing ---------------------------------------------------------------------------------
 
-    def _list(self, force: bool = False) -> dict[str, FileStatus]:
-        if self._frozen is not None:
-            return self._frozen
-        interval = self.config.discovery_interval.total_seconds()
-        if force or self._listing is None or time.monotonic() - self._listed_at >= interval:
-            self._listing = self.lister.list()
-            self._listed_at = time.monotonic()
-            if self._listings == 0:
-                # At (re)start old files are indistinguishable from files read long ago: none is late.
-                self._judged = set(self._listing)
-            self._listings += 1
-            # Forget paths that disappeared (cleanSource, deletes) so memory follows the directory.
-            self._judged &= self._listing.keys()
-            self._settled &= self._listing.keys()
-            self._digests = {p: d for p, d in self._digests.items() if p in self._listing}
-        return self._listing
+    def _list(self, force: bool = False) -> None:
+        if self._frozen:
+            return
+        now = time.monotonic()
+        if not force and self._listed_at is not None and now - self._listed_at < self.config.discovery_interval.total_seconds():
+            return
+        first = self._listed_at is None
+        self._listed_at = now
+        changes = self.lister.refresh()
+        if not changes and not first:
+            return
+        self._generation += 1
+        for path in changes.removed:  # cleanSource, deletes: memory follows the directory
+            self._fresh.pop(path, None)
+            self._pending.pop(path, None)
+            self._digests.pop(path, None)
+        for status in changes.added:
+            self._pending[status.path] = status
+            self._newest = max(self._newest, status.mtime_ms)
+            if not first:  # at (re)start old files are indistinguishable from files read long ago
+                self._fresh[status.path] = status
 
     def _digest(self, path: str) -> bytes:
         found = self._digests.get(path)
@@ -264,8 +271,9 @@ class DirectoryMonitor:
 
     def freeze(self) -> None:
         """Trigger.AvailableNow: only the files visible now are read, then the query ends."""
-        self._frozen = None
-        self._frozen = dict(self._list(force=True))
+        self._frozen = False
+        self._list(force=True)
+        self._frozen = True
 
     # -- offsets ---------------------------------------------------------------------------------
 
@@ -283,18 +291,18 @@ class DirectoryMonitor:
             del self._states[next(iter(self._states))]
 
     def latest(self, start: dict, limit: ReadLimit) -> dict:
-        listing = self._list()
-        question = (id(listing), start["seen"], start["lateFiles"], repr(limit))
+        self._list()
+        question = (self._generation, start["seen"], start["lateFiles"], repr(limit))
         if self._last_answer is not None and self._last_answer[0] == question:
             return self._last_answer[1]  # the driver polls every ~10 ms: same listing, same answer
-        end = self._latest(start, listing, limit)
+        end = self._latest(start, limit)
         self._last_answer = (question, end)
         return end
 
-    def _latest(self, start: dict, listing: dict[str, FileStatus], limit: ReadLimit) -> dict:
+    def _latest(self, start: dict, limit: ReadLimit) -> dict:
         state = self._state(start)
-        late = state.late_files + self._count_late(state, listing)
-        candidates = self._candidates(state, listing)
+        late = state.late_files + self._count_late(state)
+        candidates = self._candidates(state)
         admitted = self._admit(candidates, limit)
         if not admitted and late == state.late_files:
             return start
@@ -306,32 +314,31 @@ class DirectoryMonitor:
             del self._batches[next(iter(self._batches))]
         return end
 
-    def _count_late(self, state: SeenFiles, listing: dict[str, FileStatus]) -> int:
-        fresh = listing.keys() - self._judged
-        self._judged |= fresh
+    def _count_late(self, state: SeenFiles) -> int:
+        fresh, self._fresh = self._fresh, {}
         if state.watermark is None:
             return 0
         late = 0
-        for path in fresh:
-            status = listing[path]
+        for path, status in fresh.items():
             if state.is_late(status, self.lateness_ms) and self._digest(path) not in state.seen:
                 late += 1
                 log.warning("connectors.files: skipping %s: modified %d ms before the watermark, more than "
                             "allowedLateness allows", path, state.watermark - status.mtime_ms)
         return late
 
-    def _candidates(self, state: SeenFiles, listing: dict[str, FileStatus]) -> list[FileStatus]:
-        newest = max((f.mtime_ms for f in listing.values()), default=0)
-        oldest_allowed = None if self.config.max_file_age is None else newest - self.config.max_file_age.total_seconds() * 1000
-        candidates = []
-        for path in listing.keys() - self._settled:
-            status = listing[path]
-            if not state.is_new(status, self.lateness_ms, self._digest(path)) or (
-                oldest_allowed is not None and status.mtime_ms < oldest_allowed
-            ):
-                self._settled.add(path)
+    def _candidates(self, state: SeenFiles) -> list[FileStatus]:
+        oldest_allowed = None if self.max_age_ms is None else self._newest - self.max_age_ms
+        candidates, settled = [], []
+        for path, status in self._pending.items():
+            # The time test first: old files settle without hashing their path.
+            if state.is_late(status, self.lateness_ms) or (oldest_allowed is not None and status.mtime_ms < oldest_allowed) \
+                    or self._digest(path) in state.seen:
+                settled.append(path)
             else:
                 candidates.append(status)
+        for path in settled:
+            del self._pending[path]
+            self._digests.pop(path, None)
         if self.config.latest_first:
             candidates.sort(key=lambda f: (-f.mtime_ms, f.path))
         else:
@@ -361,11 +368,14 @@ class DirectoryMonitor:
         files = self._batches.get(end["seen"])
         if files is not None:
             return files
-        wanted = self._state(start).batch(self._state(end))
+        end_state = self._state(end)
+        wanted = self._state(start).batch(end_state)
         if not wanted:
             return []
-        listing = self._list(force=True)
-        files = sorted((f for p, f in listing.items() if self._digest(p) in wanted), key=lambda f: (f.mtime_ms, f.path))
+        self._list(force=True)
+        times = {end_state.seen[d] for d in wanted}  # hash only the paths with a batch file's time
+        files = sorted((f for p, f in self.lister.files.items() if f.mtime_ms in times and digest(p) in wanted),
+                       key=lambda f: (f.mtime_ms, f.path))
         if len(files) != len(wanted):
             raise FileNotFoundError(
                 f"{SOURCE}: {len(wanted) - len(files)} of the {len(wanted)} files of the batch being "

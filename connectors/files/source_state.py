@@ -45,11 +45,6 @@ class SeenFiles:
     seen: dict[bytes, int] = dataclasses.field(default_factory=dict)  # digest -> mtime ms
     late_files: int = 0
 
-    def is_new(self, status: FileStatus, lateness_ms: int, path_digest: bytes) -> bool:
-        if path_digest in self.seen:
-            return False
-        return self.watermark is None or status.mtime_ms > self.watermark - lateness_ms
-
     def is_late(self, status: FileStatus, lateness_ms: int) -> bool:
         """Older than the window: either admitted long ago or arrived too late (caller decides)."""
         return self.watermark is not None and status.mtime_ms <= self.watermark - lateness_ms
