@@ -127,6 +127,7 @@ B = {"kafka.bootstrap.servers": "localhost:9092"}
         ({**B, "topik": "t"}, "option 'topik' = 't': unknown option; did you mean 'topic'?"),
         ({**B, "topic": "a b"}, "option 'topic' = 'a b': expected a Kafka topic name"),
         ({**B, "requestTimeout": "soon"}, "option 'requestTimeout' = 'soon': expected a duration"),
+        ({**B, "producerCacheSize": "-1"}, "option 'producerCacheSize' = '-1': must not be negative"),
     ],
 )
 def test_bad_options_name_the_option_and_value(options, message):
