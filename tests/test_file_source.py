@@ -156,6 +156,38 @@ def test_failfast_stream_names_file_and_line(spark, tmp_path, unique):
     assert f"malformed record in {src / 'bad.json'}, line 2 (mode FAILFAST)" in str(info.value)
 
 
+def test_files_skipped_by_ignore_corrupt_files_are_counted(spark, tmp_path, unique):
+    src = tmp_path / "in"
+    src.mkdir()
+    land(src, "good.json", json_lines(range(10), "good"))
+    cut = [src / "cut.json.gz", src / "cut.json.xz"]
+    for path, codec in zip(cut, ("gzip", "xz")):
+        data = compressing(json_lines(range(100, 50_000), "cut"), codec)
+        land(src, path.name, data[: len(data) // 2])
+    options = {"fileFormat": "json", "ignoreCorruptFiles": "true", "filePathColumn": "file"}
+    schema = f"{SCHEMA}, _corrupt_record string"
+    # In the data: one row per skipped file in the corrupt-record column, exactly once per batch.
+    query = (
+        spark.readStream.format("connectors.files").schema(schema).options(**options).load(str(src))
+        .writeStream.format("memory").queryName(unique)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )
+    query.awaitTermination(180)
+    rows = spark.table(unique).collect()
+    assert sorted(r.id for r in rows if r.file == str(src / "good.json")) == list(range(10))
+    skipped = [r for r in rows if r._corrupt_record is not None]
+    assert sorted(r.file for r in skipped) == [str(p) for p in cut] and all(r.id is None for r in skipped)
+    assert all(r._corrupt_record.startswith(f"connectors.files: corrupt or truncated file {r.file}: ") for r in skipped)
+    # On the driver, from Spark's collected Python worker logs (batch reads).
+    spark.conf.set("spark.sql.pyspark.worker.logging.enabled", "true")
+    try:
+        assert spark.read.format("connectors.files").schema(SCHEMA).options(**options).load(str(src)).count() == 10
+        logs = spark.tvf.python_worker_logs().where(f"logger = 'connectors.files.corrupt' and context.file like '{src}/%'")
+        assert sorted(r.file for r in logs.select("context.file").collect()) == [str(p) for p in cut]
+    finally:
+        spark.conf.unset("spark.sql.pyspark.worker.logging.enabled")
+
+
 def test_s3_batch_and_stream(spark, s3_server, tmp_path, unique):
     import s3fs
 

@@ -130,6 +130,13 @@ def test_truncated_compressed_file_names_the_file_or_is_skipped(tmp_path, codec)
         read_all(str(path), TEXT, fileFormat="text")
     rows = read_all(str(path), TEXT, fileFormat="text", ignoreCorruptFiles="true")
     assert len(rows) < 200_000 and [r["value"] for r in rows] == [str(i) for i in range(len(rows))]
+    # With a corrupt-record column the skipped file is a row of its own (PERMISSIVE).
+    schema = StructType([StructField("a", LongType()), StructField("_corrupt_record", StringType())])
+    rows = read_all(str(path), schema, fileFormat="csv", ignoreCorruptFiles="true")
+    [marker] = [r for r in rows if r["_corrupt_record"] is not None]
+    assert marker["a"] is None and marker["_corrupt_record"].startswith(f"connectors.files: corrupt or truncated file {path}: ")
+    assert sorted(r["a"] for r in rows if r["a"] is not None) == list(range(len(rows) - 1))
+    assert len(read_all(str(path), schema, fileFormat="csv", ignoreCorruptFiles="true", mode="DROPMALFORMED")) == len(rows) - 1
 
 
 def test_text_strips_crlf_and_keeps_empty_lines(tmp_path):

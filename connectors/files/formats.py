@@ -30,7 +30,10 @@ from pyspark.sql.datasource import InputPartition
 from connectors.core.filesystem import filesystem
 from connectors.files.compression import CORRUPT_ERRORS, codec_of, decompressing
 
-log = logging.getLogger(__name__)
+# One record per file that ignoreCorruptFiles skipped, the file in its context: Spark's
+# spark.tvf.python_worker_logs() collects them on the driver for batch reads when
+# spark.sql.pyspark.worker.logging.enabled is on (Spark 4.3 does not for stream reads).
+corrupt_files_log = logging.getLogger("connectors.files.corrupt")
 
 BLOCK_BYTES = 8 << 20  # one parse unit: big enough for pyarrow to be fast, small enough for memory
 PARQUET_BATCH_ROWS = 1 << 16
@@ -377,7 +380,7 @@ class SplitReader:
         except CorruptFileError as exc:
             if not self.spec.ignore_corrupt_files:
                 raise
-            log.warning("%s; skipped the rest of it (ignoreCorruptFiles)", exc)
+            yield from self._skipped(exc)
 
     def _decompressed(self, stream: BinaryIO) -> Iterator[bytes]:
         while True:
@@ -418,7 +421,19 @@ class SplitReader:
             error = self._corrupt(exc)
             if not self.spec.ignore_corrupt_files:
                 raise error from None
-            log.warning("%s; skipped the rest of it (ignoreCorruptFiles)", error)
+            yield from self._skipped(error)
+
+    def _skipped(self, error: CorruptFileError) -> Iterator[pa.RecordBatch]:
+        """ignoreCorruptFiles: count the file where the user sees it, then go on.
+
+        PERMISSIVE with a corrupt-record column: one row for the file (nulls, the error in that
+        column, the file's metadata columns). It travels with the data, so a retried task or a
+        replayed batch counts it exactly as often as the output holds the file's rows.
+        """
+        message = f"{error}; skipped the rest of it (ignoreCorruptFiles)"
+        corrupt_files_log.warning(message, extra={"context": {"file": self.split.path}})
+        if self.spec.mode == "PERMISSIVE" and self.spec.corrupt_column is not None:
+            yield self.out.malformed([Malformed(0, message)])
 
 
 def read_partition(spec: ReadSpec, partition: FilePartition) -> Iterator[pa.RecordBatch]:
