@@ -73,9 +73,14 @@ def same(a, b) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-@pytest.mark.parametrize("path", ["copy", "insert"])
+@pytest.mark.parametrize("path", ["binary-copy", "csv-copy", "insert"])
 def test_batch_append_round_trips_every_type(spark, postgres_dsn, pg, unique, path):
     schema, data, ddl = SCALARS, SCALAR_ROWS, SCALAR_DDL
+    if path == "binary-copy":  # numeric has no binary encoding here: without it, COPY is binary
+        keep = [i for i, name in enumerate(SCALARS.names) if name != "dec"]
+        schema = StructType([SCALARS.fields[i] for i in keep])
+        data = [tuple(row[i] for i in keep) for row in SCALAR_ROWS]
+        ddl = SCALAR_DDL.replace("dec numeric(12,3), ", "")
     if path == "insert":  # binary, arrays and JSON take the multi-row INSERT path instead of COPY
         schema = StructType([*SCALARS.fields, StructField("bin", BinaryType()), StructField("arr", ArrayType(IntegerType())),
                              StructField("obj", StructType([StructField("k", StringType())])),

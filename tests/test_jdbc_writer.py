@@ -17,14 +17,14 @@ from pathlib import Path
 import psycopg2
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import FloatType, LongType, ShortType, StringType, StructField, StructType
 
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
 from connectors.jdbc.options import libpq_dsn, redact_url
 from connectors.jdbc.progress import ProgressKey
 from connectors.jdbc.sink import plan_write, stream_writer
-from connectors.jdbc.statements import last_per_key, parse_named_parameters
+from connectors.jdbc.statements import TableChanged, last_per_key, parse_named_parameters
 from connectors.jdbc.table import parse_table_name
 from connectors.jdbc.writer import JdbcWriteError, PartitionWriter, chunks
 
@@ -222,16 +222,44 @@ def test_guarantee_none_commits_each_chunk(postgres_dsn, pg, table, unique):
     assert count(pg, table) == (300, 300)  # Flink's plain JdbcSink: what was flushed stays
 
 
-def test_a_streaming_query_is_planned_once_per_worker(postgres_dsn, table, tmp_path):
-    # Spark asks for a stream writer every micro-batch and again to commit: the table is checked
-    # and the progress table created once per query (its checkpoint location) in a worker.
-    options = {"url": postgres_dsn, "dbtable": table, "checkpointLocation": str(tmp_path / "a")}
-    first, again = stream_writer(options, SCHEMA, False), stream_writer(dict(options), SCHEMA, False)
-    assert first.plan is again.plan and first is not again
-    other_query = stream_writer({**options, "checkpointLocation": str(tmp_path / "b")}, SCHEMA, False)
-    assert other_query.plan is not first.plan
-    foreach_batch = {key: value for key, value in options.items() if key != "checkpointLocation"}
-    assert stream_writer(foreach_batch, SCHEMA, False).plan is not stream_writer(foreach_batch, SCHEMA, False).plan
+def test_copy_is_binary_when_every_column_has_a_binary_form(postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (s smallint, w bigint, f double precision, v varchar(4), c char(3), n integer)")
+    schema = StructType([StructField("s", ShortType()), StructField("w", ShortType()), StructField("f", FloatType()),
+                         StructField("v", StringType()), StructField("c", StringType())])  # fmt: skip
+    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
+    assert "FORMAT binary" in plan.statement.sql  # widening pairs: smallint into bigint, float into double
+    batch = pa.RecordBatch.from_pydict(
+        {"s": [-2, None], "w": [7, 8], "f": [0.5, None], "v": ["é€", ""], "c": ["ab", None]},
+        pa.schema([("s", pa.int16()), ("w", pa.int16()), ("f", pa.float32()), ("v", pa.string()), ("c", pa.string())]),
+    )
+    PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
+    pg.execute(f"SELECT s, w, f, v, c FROM {unique} ORDER BY w")
+    assert pg.fetchall() == [(-2, 7, 0.5, "é€", "ab "), (None, 8, None, "", None)]
+    # a narrowing pair (bigint into integer) stays CSV: an out-of-range value fails with the server's error
+    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, StructType([StructField("n", LongType())]), False)
+    assert "FORMAT csv" in plan.statement.sql
+
+
+def test_binary_copy_fails_when_the_table_changed_since_the_query_started(postgres_dsn, pg, table, unique):
+    writer, _ = make_writer(postgres_dsn, table, unique)
+    assert "FORMAT binary" in writer.plan.statement.sql
+    pg.execute(f"ALTER TABLE {table} ALTER COLUMN id TYPE double precision")  # int8 bytes would read as a wrong float8
+    with pytest.raises(TableChanged, match='changed since the query started \\(column "id" is float8, was int8\\)'):
+        writer.write(iter(arrow_batches(0, 100, 100)))
+    assert count(pg, table) == (0, 0)
+
+
+def test_every_plan_checks_the_table_as_it_is_now_on_the_idle_connection(postgres_dsn, pg, table, unique):
+    # Spark asks for a stream writer at every micro-batch and again to commit: each checks the
+    # table again (a query restarted after a fix must see it), without connecting each time.
+    options = {"url": f"{postgres_dsn}?application_name={unique}", "dbtable": table, "checkpointLocation": "/cp"}
+    stream_writer(options, SCHEMA, False)
+    (kept,) = backends(pg, unique)
+    stream_writer(options, SCHEMA, False)
+    assert backends(pg, unique) == [kept]
+    pg.execute(f"ALTER TABLE {table} ALTER COLUMN id TYPE text")
+    with pytest.raises(OptionError, match="input column 'id' \\(bigint\\) cannot be written"):
+        stream_writer(options, SCHEMA, False)
 
 
 def backends(cursor, app: str) -> list[int]:

@@ -7,8 +7,9 @@ run :class:`~connectors.jdbc.writer.PartitionWriter`; ``commit()`` on the driver
 progress rows no re-execution can need any more.
 
 Spark calls ``stream_writer()`` again for every micro-batch, and once more to get an instance to
-``commit()`` on; a streaming query's plan is therefore made once per driver-side Python worker
-(keyed by the options, which include the query's checkpoint location, and the input schema).
+``commit()`` on, in driver-side Python workers that it reuses: planning borrows the worker's idle
+connection, so the check costs a few round trips rather than a connect each time. The plan itself
+is not cached: a query restarted after its table was fixed must see the table as it is now.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from connectors.core.commit import current_task
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError, Options
 from connectors.core.sink import ForeachBatchSink
+from connectors.jdbc.binary import binary_format
 from connectors.jdbc.datasource import JdbcDataSource
 from connectors.jdbc.options import SOURCE, JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions, WriteMode
 from connectors.jdbc.progress import ProgressKey, ProgressTable
@@ -48,18 +50,7 @@ def writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> D
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-    if "checkpointLocation" not in options:  # foreachBatch on the driver: no query to key a plan by
-        return JdbcStreamWriter(*plan_write(options, schema, overwrite))
-    key = (tuple(sorted((k.lower(), v) for k, v in options.items())), schema.json(), overwrite)
-    if key not in _query_plans:
-        if len(_query_plans) >= _MAX_QUERY_PLANS:  # a long-lived worker sees many queries
-            _query_plans.clear()
-        _query_plans[key] = plan_write(options, schema, overwrite)
-    return JdbcStreamWriter(*_query_plans[key])
-
-
-_query_plans: dict[tuple, tuple[JdbcSinkOptions, WritePlan, str]] = {}
-_MAX_QUERY_PLANS = 64
+    return JdbcStreamWriter(*plan_write(options, schema, overwrite))
 
 
 def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> tuple[JdbcSinkOptions, WritePlan, str]:
@@ -70,7 +61,7 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
     import psycopg2
 
     try:
-        connection = connect(config.connection)
+        connection = borrow(config.connection)
     except psycopg2.Error as exc:
         raise config.error("url", f"cannot connect: {str(exc).strip()}") from None
     try:
@@ -86,7 +77,7 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
             progress = ProgressTable(_quoted(config, "progressTable", config.progress_table, connection))
             progress.create(connection)
     finally:
-        connection.close()
+        release(connection, config.connection)  # closed instead if a failed check left it unusable
     target = f"table {name}" if config.sql is None else "the custom sql statement"
     plan = WritePlan(config.connection, config.execution, statement, target, config.delivery_guarantee, progress)
     return config, plan, name
@@ -124,6 +115,12 @@ def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tup
     name = target.as_string(cursor)
     if config.mode is WriteMode.APPEND:
         if copyable(schema):
+            base_types = {column.name: column.base_type for column in table.columns}
+            formats = tuple(binary_format(f.dataType, base_types[c]) for f, c in zip(schema.fields, columns))
+            if all(formats):
+                copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT binary)").format(target, column_list)
+                planned = tuple((c, base_types[c]) for c in columns)
+                return CopyStatement(copy.as_string(cursor), formats, name, planned), name  # type: ignore[arg-type]
             copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(target, column_list)
             return CopyStatement(copy.as_string(cursor)), name
         insert = sql.SQL("INSERT INTO {} ({}) VALUES %s").format(target, column_list)

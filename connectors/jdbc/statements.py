@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import pyarrow as pa
@@ -29,6 +29,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from connectors.jdbc import binary
+from connectors.jdbc.options import SOURCE
+from connectors.jdbc.table import column_base_types
+
 _CSV = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
 
 
@@ -48,22 +52,35 @@ def copyable(schema: StructType) -> bool:
     return all(isinstance(field.dataType, _COPYABLE) for field in schema.fields)
 
 
+class TableChanged(RuntimeError):
+    """The table's column types are no longer those the binary COPY was planned for."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CopyStatement:
-    """Append with ``COPY ... FROM STDIN (FORMAT csv)``: Arrow writes the CSV in C++.
+    """Append with ``COPY ... FROM STDIN``: Arrow renders the rows in C++.
 
-    Every non-null value is quoted and nulls are not, which is how COPY tells NULL from ''.
+    In PostgreSQL's binary format when every column has one (binary.py: the server then parses
+    no text, 2-3x less of its CPU than CSV), else as CSV, where every non-null value is quoted
+    and nulls are not, which is how COPY tells NULL from ''.
 
     One COPY streams every chunk: the server parses chunk n while Arrow renders chunk n+1,
     where a COPY per chunk would wait for each to finish.
     """
 
-    sql: str
+    sql: str  # COPY ... FROM STDIN WITH (FORMAT csv | binary)
+    binary_formats: tuple[str, ...] = ()  # FORMAT binary: each column's encoding (binary.binary_format)
+    table: str = ""  # FORMAT binary: the quoted table name
+    base_types: tuple[tuple[str, str], ...] = ()  # FORMAT binary: (column, PostgreSQL type) encoded for
 
     def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
         import psycopg2
 
-        stream = _CsvStream(iter(chunks))
+        if self.binary_formats:
+            self._check_types(cursor)
+            stream = _CopyStream(iter(chunks), self._render_binary, binary.HEADER, binary.TRAILER)
+        else:
+            stream = _CopyStream(iter(chunks), _render_csv)
         try:
             cursor.copy_expert(self.sql, stream)
         except psycopg2.Error:
@@ -71,25 +88,53 @@ class CopyStatement:
                 raise stream.error from None
             raise
 
+    def _render_binary(self, chunk: pa.Table) -> bytes:
+        return binary.render(chunk, self.binary_formats)
 
-class _CsvStream:
-    """The file object COPY reads: each ``read()`` renders the next chunk as CSV (b"" at the end)."""
+    def _check_types(self, cursor) -> None:
+        """Fail unless the columns still have the types the binary values are encoded for.
 
-    def __init__(self, chunks: Iterator[pa.Table]):
-        self.chunks = chunks
+        An int8 read as a float8 would be a wrong number, not an error. Checked under the lock
+        COPY takes anyway (ALTER TABLE waits for it), so the types cannot change before COPY runs.
+        """
+        cursor.execute(f"LOCK TABLE {self.table} IN ROW EXCLUSIVE MODE")
+        found = column_base_types(cursor, self.table, [column for column, _ in self.base_types])
+        changed = [
+            f'column "{column}" is {found.get(column, "gone")}, was {planned}'
+            for column, planned in self.base_types
+            if found.get(column) != planned
+        ]
+        if changed:
+            raise TableChanged(
+                f"{SOURCE}: table {self.table} changed since the query started ({'; '.join(changed)}): restart the query"
+            )
+
+
+class _CopyStream:
+    """The file object COPY reads: ``header``, each ``read()`` one chunk rendered, ``trailer``, then b""."""
+
+    def __init__(self, chunks: Iterator[pa.Table], render: Callable[[pa.Table], bytes], header=b"", trailer=b""):
+        self.chunks, self.render = chunks, render
+        self.header, self.trailer = header, trailer
         self.error: BaseException | None = None
 
     def read(self, size: int = -1) -> bytes:
         try:
             chunk = next(self.chunks, None)
             if chunk is None:
-                return b""
-            sink = pa.BufferOutputStream()
-            pa_csv.write_csv(_utc_wall_time(chunk), sink, _CSV)
-            return sink.getvalue().to_pybytes()
+                data, self.header, self.trailer = self.header + self.trailer, b"", b""
+                return data
+            data, self.header = self.header + self.render(chunk), b""
+            return data
         except BaseException as exc:
             self.error = exc
             raise
+
+
+def _render_csv(chunk: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pa_csv.write_csv(_utc_wall_time(chunk), sink, _CSV)
+    return sink.getvalue().to_pybytes()
 
 
 def _utc_wall_time(chunk: pa.Table) -> pa.Table:

@@ -88,6 +88,14 @@ WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
 """
 
+_BASE_TYPES = """
+SELECT a.attname, b.typname
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+WHERE a.attrelid = %s::regclass AND a.attname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped
+"""
+
 _UNIQUE_KEYS = """
 SELECT i.indisprimary, array_agg(a.attname ORDER BY k.ord)
 FROM pg_index i
@@ -114,6 +122,12 @@ def load_table(cursor, parts: tuple[str, ...]) -> PgTable | None:
     keys = cursor.fetchall()
     primary = next((tuple(cols) for is_primary, cols in keys if is_primary), ())
     return PgTable(oid, qualified, columns, primary, tuple(frozenset(cols) for _, cols in keys))  # type: ignore[arg-type]
+
+
+def column_base_types(cursor, table: str, columns: list[str]) -> dict[str, str]:
+    """Column name -> base type name (a domain's base type) of those of ``columns`` that ``table`` (quoted) has."""
+    cursor.execute(_BASE_TYPES, (table, columns))
+    return dict(cursor.fetchall())
 
 
 # ---------------------------------------------------------------------------------------------
