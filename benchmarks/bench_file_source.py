@@ -7,10 +7,14 @@
    ago) but must still list the directory; each micro-batch lands one new file, and planning is
    ``triggerExecution - addBatch`` of Spark's progress (listing, offsets, planning, WAL). Our
    source lists at every trigger here (``discoveryInterval=0``), like Spark.
+3. The floor: the same planning time of a Python stream source that does next to nothing per
+   trigger (``connectors.numbers``, one row per batch), i.e. Spark's fixed cost per trigger
+   (offset log writes, Python worker round trips) that no Python source can go below. The
+   median of each phase of Spark's ``durationMs`` is kept in the notes for every planning run.
 
 Planning results are given as triggers per second of planning time, so the ratio ours/Spark is
 how many times less planning time we need. Sizes: ``--rows`` (BENCH_FILE_SOURCE_ROWS, default
-1M) and ``--files`` (BENCH_FILE_SOURCE_FILES, default 10000,100000).
+1M; 0 skips the throughput part) and ``--files`` (BENCH_FILE_SOURCE_FILES, default 10000,100000).
 """
 
 from __future__ import annotations
@@ -60,11 +64,12 @@ def main(argv: list[str] | None = None) -> None:
         results, notes = run(spark, work, args.rows, [int(n) for n in args.files.split(",")])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    ratios = {
+    ratios = {} if not args.rows else {
         "ours/spark json rows/s": ("connectors.files json", "spark json"),
         "ours/spark csv rows/s": ("connectors.files csv", "spark csv"),
     }
-    for label in notes["planning_ms"]:
+    for count in args.files.split(","):
+        label = f"{int(count) // 1000}k files"
         ratios[f"spark/ours planning time, {label}"] = (f"connectors.files planning, {label}", f"spark planning, {label}")
     report("file_source", results, ratios, notes)
 
@@ -84,8 +89,8 @@ def drain(spark, work: Path, ours: bool, fmt: str, source: Path) -> None:
     query.awaitTermination()
 
 
-def planning(spark, work: Path, ours: bool, source: Path) -> list[float]:
-    """Planning ms of TRIGGERS micro-batches, each reading one newly landed file."""
+def planning(spark, work: Path, ours: bool, source: Path) -> list[dict]:
+    """Progress of TRIGGERS micro-batches, each reading one newly landed file."""
     landed = [0]
 
     def land_next() -> None:
@@ -96,16 +101,24 @@ def planning(spark, work: Path, ours: bool, source: Path) -> list[float]:
         os.rename(staging / name, source / name)
         landed[0] += 1
 
-    def each_batch(df, batch_id) -> None:
-        df.write.format("noop").mode("overwrite").save()
-        land_next()
-
     options = {"maxFileAge": "1d"} | ({"discoveryInterval": "0"} if ours else {})
     land_next()
-    query = (
-        stream_reader(spark, ours, "json", options).load(str(source))
-        .writeStream.foreachBatch(each_batch).option("checkpointLocation", tempfile.mkdtemp(dir=work)).start()
-    )
+    return triggers(work, stream_reader(spark, ours, "json", options).load(str(source)), land_next)
+
+
+def python_source_floor(spark, work: Path) -> list[dict]:
+    """Progress of TRIGGERS micro-batches of a Python stream source that does next to nothing
+    per trigger (one number per batch): Spark's own fixed cost for any Python stream source."""
+    numbers = spark.readStream.format("connectors.numbers").option("end", 1 << 40).option("rowsPerBatch", 1)
+    return triggers(work, numbers.load(), lambda: None)
+
+
+def triggers(work: Path, df, after_batch) -> list[dict]:
+    def each_batch(batch, batch_id) -> None:
+        batch.write.format("noop").mode("overwrite").save()
+        after_batch()
+
+    query = df.writeStream.foreachBatch(each_batch).option("checkpointLocation", tempfile.mkdtemp(dir=work)).start()
     try:
         deadline = time.monotonic() + 1800
         while len([p for p in query.recentProgress if p["numInputRows"]]) < TRIGGERS + 2:
@@ -114,39 +127,58 @@ def planning(spark, work: Path, ours: bool, source: Path) -> list[float]:
             time.sleep(0.5)
     finally:
         query.stop()
-    progress = [p for p in query.recentProgress if p["numInputRows"]][2 : TRIGGERS + 2]  # after warm-up
+    return [p for p in query.recentProgress if p["numInputRows"]][2 : TRIGGERS + 2]  # after warm-up
+
+
+def planning_ms(progress: list[dict]) -> list[float]:
+    """Per trigger: everything but running the batch (listing, offsets, planning, WAL)."""
     return [p["durationMs"]["triggerExecution"] - p["durationMs"].get("addBatch", 0) for p in progress]
 
 
+def breakdown(progress: list[dict]) -> dict[str, float]:
+    """Median ms per phase of Spark's durationMs (latestOffset, walCommit, commitOffsets, ...)."""
+    phases = {k for p in progress for k in p["durationMs"]} - {"addBatch", "triggerExecution"}
+    return {k: sorted(p["durationMs"].get(k, 0) for p in progress)[len(progress) // 2] for k in sorted(phases)}
+
+
+def planning_result(name: str, progress: list[dict], notes: dict) -> Result:
+    times = planning_ms(progress)
+    notes["planning_ms"][name] = times
+    notes["planning_breakdown_ms"][name] = breakdown(progress)
+    print(f"  {name}: median {sorted(times)[len(times) // 2]:.0f} ms per trigger; {breakdown(progress)}", flush=True)
+    return Result(name, len(times), sum(times) / 1000)
+
+
 def run(spark, work: Path, rows: int, file_counts: list[int]) -> tuple[list[Result], dict]:
-    write_data(work / "data", rows, files=20)
-    drain(spark, work, True, "json", work / "data" / "json")  # warm-up: Python worker machinery
     results = []
-    for fmt in ("json", "csv"):
-        source = work / "data" / fmt
-        results.append(measure(f"connectors.files {fmt}", rows, lambda: drain(spark, work, True, fmt, source)))
-        results.append(measure(f"spark {fmt}", rows, lambda: drain(spark, work, False, fmt, source)))
-    planning_ms: dict[str, dict[str, list[float]]] = {}
+    if rows:
+        throughput(spark, work, rows, results)
+    notes = {
+        "rows": rows,
+        "cores": spark.sparkContext.defaultParallelism,
+        "planning_ms": {},
+        "planning_breakdown_ms": {},
+        "planning_unit": "planning results: rows = triggers, rows/s = triggers per second of planning time",
+        "spark": spark.version,
+    }
+    results.append(planning_result("python source floor planning", python_source_floor(spark, work), notes))
     for count in file_counts:
         label = f"{count // 1000}k files"
         source = work / f"many-{count}"
         many_files(source, count)
-        planning_ms[label] = {}
         for ours, name in ((True, "connectors.files"), (False, "spark")):
-            times = planning(spark, work, ours, source)
-            planning_ms[label][name] = times
-            total_s = sum(times) / 1000
-            results.append(Result(f"{name} planning, {label}", len(times), total_s))
-            print(f"  {name} planning, {label}: median {sorted(times)[len(times) // 2]:.0f} ms per trigger", flush=True)
+            results.append(planning_result(f"{name} planning, {label}", planning(spark, work, ours, source), notes))
         shutil.rmtree(source, ignore_errors=True)
-    notes = {
-        "rows": rows,
-        "cores": spark.sparkContext.defaultParallelism,
-        "planning_ms": planning_ms,
-        "planning_unit": "planning results: rows = triggers, rows/s = triggers per second of planning time",
-        "spark": spark.version,
-    }
     return results, notes
+
+
+def throughput(spark, work: Path, rows: int, results: list[Result]) -> None:
+    write_data(work / "data", rows, files=20)
+    drain(spark, work, True, "json", work / "data" / "json")  # warm-up: Python worker machinery
+    for fmt in ("json", "csv"):
+        source = work / "data" / fmt
+        results.append(measure(f"connectors.files {fmt}", rows, lambda: drain(spark, work, True, fmt, source)))
+        results.append(measure(f"spark {fmt}", rows, lambda: drain(spark, work, False, fmt, source)))
 
 
 if __name__ == "__main__":
