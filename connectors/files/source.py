@@ -231,7 +231,7 @@ class DirectoryMonitor:
         self._listed_at: float | None = None
         self._generation = 0  # bumped by every listing that changed something
         self._frozen = False
-        self._fresh: dict[str, FileStatus] = {}  # appeared since the last admission: late?
+        self._fresh: dict[str, FileStatus] = {}  # appeared since the last evaluation: late or not?
         self._pending: dict[str, FileStatus] = {}  # listed, not yet admitted nor settled as never new
         self._digests: dict[str, bytes] = {}  # of fresh and pending files
         self._newest = 0  # newest modification time listed in this run (maxFileAge, as Spark)
