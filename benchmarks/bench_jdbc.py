@@ -1,16 +1,19 @@
 """connectors.jdbc vs Spark's JDBC writer in foreachBatch vs ``psql \\copy``: the same rows into
 the same PostgreSQL table.
 
-Both Spark queries stream the same generated rows (connectors.numbers, a few micro-batches,
-two partitions) into an emptied table; ``\\copy`` loads the same rows from a CSV file written
-beforehand, which is the limit for one client. Spark's writer uses the PostgreSQL JDBC driver
-from Maven Central with its defaults (batchsize 1000); ours uses its defaults (COPY, exactly-once).
-Two references show where the time goes: the source alone into Spark's ``noop`` sink, and into
-a Python Arrow stream writer that only counts rows (the ceiling of any Python data source sink:
-Spark's JVM -> Python worker hop, without a database).
+Both Spark queries read the same parquet files with Spark's own file stream source (a JVM source,
+far cheaper than the sinks measured, so it does not hide them), ``maxFilesPerTrigger`` files of
+``--rows / --files`` rows per micro-batch: one file per core, so each micro-batch has one partition
+per core and is large enough (500k rows by default) that Spark's fixed per-batch costs do not hide
+the sinks' throughput. ``\\copy`` loads the same rows from one CSV file written beforehand, which
+is the limit for one client. Spark's writer uses the PostgreSQL JDBC driver from Maven Central
+with its defaults (batchsize 1000); ours uses its defaults (COPY, exactly-once). Two references
+show where the time goes: the source alone into Spark's ``noop`` sink, and into a Python Arrow
+stream writer that only counts rows (the ceiling of any Python data source sink: Spark's JVM ->
+Python worker hop, without a database).
 
-``python -m benchmarks.bench_jdbc [--rows N] [--repeat R]`` (or ``BENCH_JDBC_ROWS``); default 1M
-rows, the fastest of 2 runs per writer.
+``python -m benchmarks.bench_jdbc [--rows N] [--files F] [--repeat R]`` (or ``BENCH_JDBC_ROWS``);
+default 2M rows in 4 files (2 micro-batches of 2 files), the fastest of 2 runs per writer.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from benchmarks.common import local_spark, measure, report
 from connectors.testing.services import postgres_dsn
 
 POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
-COLUMNS = ["value AS id", "concat('customer-', value % 100000) AS name", "value * 0.25 AS amount",
-           "timestamp_seconds(1700000000 + value) AS ts"]  # fmt: skip
+COLUMNS = ["id AS id", "concat('customer-', id % 100000) AS name", "id * 0.25 AS amount",
+           "timestamp_seconds(1700000000 + id) AS ts"]  # fmt: skip
 DDL = "id bigint, name text, amount double precision, ts timestamptz"
+CORES = 2
 
 
 class _CountingWriter(DataSourceStreamArrowWriter):
@@ -54,8 +58,8 @@ class CountingSink(DataSource):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_JDBC_ROWS", 1_000_000)))
-    parser.add_argument("--batches", type=int, default=4, help="micro-batches per streaming run")
+    parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_JDBC_ROWS", 2_000_000)))
+    parser.add_argument("--files", type=int, default=4, help=f"parquet files; {CORES} per micro-batch")
     parser.add_argument("--repeat", type=int, default=2, help="runs per writer; the fastest counts (shared machines)")
     args = parser.parse_args(argv)
     rows, dsn = args.rows, postgres_dsn()
@@ -77,35 +81,35 @@ def main(argv: list[str] | None = None) -> None:
 
     spark = local_spark([POSTGRES_JDBC], app_name="bench-jdbc")
     spark.dataSource.register(CountingSink)
-
-    def stream(sink) -> None:
-        with tempfile.TemporaryDirectory() as checkpoint:
-            df = (
-                spark.readStream.format("connectors.numbers").option("end", rows - 1)
-                .option("rowsPerBatch", -(-rows // args.batches)).option("numPartitions", 2).load()
-                .selectExpr(*COLUMNS)
-            )  # fmt: skip
-            query = sink(df.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)).start()
-            query.awaitTermination()
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
-
-    def ours() -> None:
-        stream(lambda w: w.format("connectors.jdbc").option("url", dsn).option("dbtable", table))
-
-    def spark_jdbc() -> None:
-        def write(batch_df, _batch_id):
-            (batch_df.write.mode("append").format("jdbc").option("url", jdbc_url).option("dbtable", table)
-             .option("user", parts.username).option("password", parts.password)
-             .option("driver", "org.postgresql.Driver").save())  # fmt: skip
-
-        stream(lambda w: w.foreachBatch(write))
+    load_before = os.getloadavg()[0]  # the ratios are noisy on a shared machine: say how busy it was
 
     with tempfile.TemporaryDirectory() as scratch:
-        csv = Path(scratch) / "rows.csv"
-        # the same rows, as the CSV \copy reads (written once, not timed)
-        spark.range(0, rows, 1, 1).withColumnRenamed("id", "value").selectExpr(*COLUMNS).write.mode("overwrite").csv(str(csv), timestampFormat="yyyy-MM-dd HH:mm:ssXXX")
+        parquet, csv = Path(scratch) / "rows", Path(scratch) / "rows.csv"
+        # the input, written once and not timed: one parquet file per range partition
+        source = spark.range(0, rows, 1, args.files).selectExpr(*COLUMNS)
+        source.write.parquet(str(parquet))
+        spark.read.parquet(str(parquet)).coalesce(1).write.csv(str(csv), timestampFormat="yyyy-MM-dd HH:mm:ss.SSSSSSXXX")
         csv_file = next(csv.glob("part-*.csv"))
+
+        def stream(sink) -> None:
+            with tempfile.TemporaryDirectory() as checkpoint:
+                df = spark.readStream.schema(source.schema).option("maxFilesPerTrigger", CORES).parquet(str(parquet))
+                query = sink(df.writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)).start()
+                query.awaitTermination()
+                if query.exception() is not None:
+                    raise RuntimeError(str(query.exception()))
+
+        def ours() -> None:
+            stream(lambda w: w.format("connectors.jdbc").option("url", dsn).option("dbtable", table))
+
+        def spark_jdbc() -> None:
+            def write(batch_df, _batch_id):
+                (batch_df.write.mode("append").format("jdbc").option("url", jdbc_url).option("dbtable", table)
+                 .option("user", parts.username).option("password", parts.password)
+                 .option("driver", "org.postgresql.Driver").save())  # fmt: skip
+
+            stream(lambda w: w.foreachBatch(write))
+
         env = {**os.environ, "PGPASSWORD": parts.password or ""}
         dsn_without_password = dsn.replace(f":{parts.password}@", "@")
 
@@ -139,8 +143,10 @@ def main(argv: list[str] | None = None) -> None:
             "connectors.jdbc / psql \\copy (goal >= 0.7)": ("connectors.jdbc (stream)", "psql \\copy (CSV file)"),
             "connectors.jdbc / Python sink doing nothing": ("connectors.jdbc (stream)", "source -> Python sink doing nothing"),
         },
-        notes={"rows": rows, "micro_batches": args.batches, "repeat": args.repeat, "partitions": 2,
-               "postgres_jdbc": POSTGRES_JDBC, "spark_jdbc_batchsize": 1000, "columns": DDL},
+        notes={"rows": rows, "source": "Spark file stream source, parquet", "files": args.files,
+               "micro_batches": -(-args.files // CORES), "repeat": args.repeat, "partitions_per_batch": CORES,
+               "postgres_jdbc": POSTGRES_JDBC, "spark_jdbc_batchsize": 1000, "columns": DDL,
+               "load_average_1min": {"start": load_before, "end": os.getloadavg()[0]}, "cores": os.cpu_count()},
     )  # fmt: skip
     cursor.execute(f"DROP TABLE IF EXISTS {table}")
     spark.stop()
