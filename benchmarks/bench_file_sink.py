@@ -2,7 +2,7 @@
 
 1. Throughput: ``--rows`` numbers in 10 micro-batches (``Trigger.AvailableNow``) into each sink;
    ours includes publishing the parts left open at the end (``connectors.files.finish``, which
-   compacts them into one file).
+   compacts them into one file); ``--repeat`` runs per sink round robin, the fastest counting.
 2. Small files: ``--batches`` micro-batches with a 1-second trigger into each sink, then the
    number of visible files. Spark writes one per partition per batch (P per second). Ours (default
    rolling policy: 128 MB / 60 s / 60 s) rolls every partition's part of a bucket in the same
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import Result, local_spark, measure, report
+from benchmarks.common import Result, fastest, local_spark, report
 
 
 def visible_files(base: Path) -> int:
@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_FILE_SINK_ROWS", 5_000_000)))
     parser.add_argument("--batches", type=int, default=int(os.environ.get("BENCH_FILE_SINK_BATCHES", 100)))
     parser.add_argument("--rollover", default="60s", help="our rolloverInterval (Flink's default 60s)")
+    parser.add_argument("--repeat", type=int, default=2, help="throughput runs per sink; the fastest counts")
     parser.add_argument("--compaction", default="true", choices=("true", "false"), help="our autoCompaction")
     args = parser.parse_args(argv)
     spark = local_spark()
@@ -90,15 +91,18 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         available_now(ours, 100_000, work / "warm", str(work / "warm-cp"))  # starts the Python workers
-        for name, sink in (("connectors.files csv", ours), ("spark csv", spark_csv)):
-            out = work / f"{name}-throughput"
-
-            def run(sink=sink, out=out, name=name):
-                available_now(sink, args.rows, out, str(work / f"{name}-cp"))
+        def throughput(sink, name: str):
+            def run():
+                out = Path(tempfile.mkdtemp(prefix="throughput-", dir=work))
+                available_now(sink, args.rows, out, str(out) + "-cp")
                 if sink is ours:
                     finish(str(out))
 
-            results.append(measure(f"{name} (10 batches)", args.rows, run))
+            return run
+
+        results += fastest({f"{name} (10 batches)": throughput(sink, name)
+                            for name, sink in (("connectors.files csv", ours), ("spark csv", spark_csv))},
+                           args.rows, args.repeat)  # fmt: skip
         for name, sink in (("connectors.files csv", ours), ("spark csv", spark_csv)):
             out = work / f"{name}-trigger"
             started = time.perf_counter()
@@ -112,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         results,
         {"connectors.files/spark csv (throughput)": ("connectors.files csv (10 batches)", "spark csv (10 batches)")},
         notes={
-            "rows": args.rows, "cores": cores, "one_second_batches": args.batches, "rollover": args.rollover,
+            "rows": args.rows, "repeat": args.repeat,
+            "cores": cores, "one_second_batches": args.batches, "rollover": args.rollover,
             "compaction": args.compaction,
             "files_after_one_second_trigger": files,
             "file_count_ratio": files["connectors.files csv"] / max(1, files["spark csv"]),

@@ -1,7 +1,8 @@
 """connectors.files vs Spark's own file stream source, on the same files, in one run.
 
 1. Throughput: a directory of JSON-lines and of CSV files read by a stream with
-   ``Trigger.AvailableNow`` into Spark's ``noop`` sink (rows/s).
+   ``Trigger.AvailableNow`` into Spark's ``noop`` sink (rows/s), ``--repeat`` runs per reader
+   round robin, the fastest counting.
 2. Planning time per trigger with 10k and 100k files already in the directory: the old files are
    dated 30 days back and both sources get ``maxFileAge=1d``, so both skip them (as if read long
    ago) but must still list the directory; each micro-batch lands one new file, and planning is
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import Result, local_spark, measure, report
+from benchmarks.common import Result, fastest, local_spark, report
 
 SCHEMA = "id long, name string, score double"
 TRIGGERS = 8
@@ -57,11 +58,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=int(os.environ.get("BENCH_FILE_SOURCE_ROWS", 1_000_000)))
     parser.add_argument("--files", default=os.environ.get("BENCH_FILE_SOURCE_FILES", "10000,100000"))
+    parser.add_argument("--repeat", type=int, default=2, help="throughput runs per reader; the fastest counts")
     args = parser.parse_args(argv)
     spark = local_spark()
     work = Path(tempfile.mkdtemp(prefix="bench-file-source-"))
     try:
-        results, notes = run(spark, work, args.rows, [int(n) for n in args.files.split(",")])
+        results, notes = run(spark, work, args.rows, [int(n) for n in args.files.split(",")], args.repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratios = {} if not args.rows else {
@@ -149,12 +151,13 @@ def planning_result(name: str, progress: list[dict], notes: dict) -> Result:
     return Result(name, len(times), sum(times) / 1000)
 
 
-def run(spark, work: Path, rows: int, file_counts: list[int]) -> tuple[list[Result], dict]:
+def run(spark, work: Path, rows: int, file_counts: list[int], repeat: int) -> tuple[list[Result], dict]:
     results = []
     if rows:
-        throughput(spark, work, rows, results)
+        throughput(spark, work, rows, results, repeat)
     notes = {
         "rows": rows,
+        "repeat": repeat,
         "cores": spark.sparkContext.defaultParallelism,
         "planning_ms": {},
         "planning_breakdown_ms": {},
@@ -172,13 +175,15 @@ def run(spark, work: Path, rows: int, file_counts: list[int]) -> tuple[list[Resu
     return results, notes
 
 
-def throughput(spark, work: Path, rows: int, results: list[Result]) -> None:
+def throughput(spark, work: Path, rows: int, results: list[Result], repeat: int) -> None:
     write_data(work / "data", rows, files=20)
     drain(spark, work, True, "json", work / "data" / "json")  # warm-up: Python worker machinery
     for fmt in ("json", "csv"):
         source = work / "data" / fmt
-        results.append(measure(f"connectors.files {fmt}", rows, lambda: drain(spark, work, True, fmt, source)))
-        results.append(measure(f"spark {fmt}", rows, lambda: drain(spark, work, False, fmt, source)))
+        results += fastest({
+            f"connectors.files {fmt}": lambda: drain(spark, work, True, fmt, source),
+            f"spark {fmt}": lambda: drain(spark, work, False, fmt, source),
+        }, rows, repeat)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -45,6 +45,17 @@ def measure(name: str, rows: int, fn: Callable[[], object]) -> Result:
     return result
 
 
+def fastest(runs: dict[str, Callable[[], object]], rows: int, repeat: int) -> list[Result]:
+    """Time each of ``runs`` ``repeat`` times, round robin (so load from other processes hits each
+    alike), and keep each one's fastest run: on a shared 2-core machine the slow runs measure the
+    neighbours, not the code."""
+    timings: dict[str, list[Result]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            timings[name].append(measure(name, rows, fn))
+    return [min(results, key=lambda r: r.seconds) for results in timings.values()]
+
+
 def report(
     benchmark: str,
     results: list[Result],
