@@ -5,13 +5,14 @@ paths and reads every new file once. Files are found by :mod:`listing`, parsed b
 (Arrow end to end), and tracked in a bounded offset (:mod:`source_state`).
 
 Planning cuts big uncompressed line files into byte ranges and big parquet files into row-group
-ranges, then packs the pieces into read tasks as Spark does: a piece is at most
-``min(maxPartitionBytes, max(4 MiB, total bytes / cores))``, so one big file keeps every core busy
-and many small files share a task.
+ranges and deals the pieces out to read tasks sized by Spark's rule (at most
+``min(maxPartitionBytes, max(4 MiB, total bytes / cores))``), in whole waves over the cores: one
+big file keeps every core busy, many small files share a task, and no core idles at the end.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import time
@@ -88,63 +89,70 @@ def parallelism() -> int:
     return os.cpu_count() or 1
 
 
-def _parquet_splits(file: FileStatus, max_bytes: int, storage_options: dict | None) -> list[FileSplit]:
+def _parquet_splits(file: FileStatus, max_bytes: int, storage_options: dict | None) -> list[tuple[int, FileSplit]]:
+    """Row-group ranges of about ``max_bytes`` (uncompressed), each with its cost for dealing."""
     fs, path = filesystem(file.path, storage_options)
     with fs.open(path, "rb") as raw:
         metadata = pq.ParquetFile(raw).metadata
-    splits, group, size = [], [], 0
+    groups: list[list[int]] = [[]]
+    size = 0
     for index in range(metadata.num_row_groups):
         group_bytes = metadata.row_group(index).total_byte_size
-        if group and size + group_bytes > max_bytes:
-            splits.append(FileSplit(file.path, file.size, file.mtime_ms, 0, -1, tuple(group)))
-            group, size = [], 0
-        group.append(index)
+        if groups[-1] and size + group_bytes > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(index)
         size += group_bytes
-    splits.append(FileSplit(file.path, file.size, file.mtime_ms, 0, -1, tuple(group)))
-    # Byte sizes for packing: row groups are compressed on disk, spread the file size evenly.
-    return splits
+    # Row groups are compressed on disk: a range costs its share of the file's size.
+    count = max(1, metadata.num_row_groups)
+    return [(OPEN_COST_BYTES + file.size * len(g) // count, FileSplit(file.path, file.size, file.mtime_ms, 0, -1, tuple(g)))
+            for g in groups]
 
 
 def plan(files: Sequence[FileStatus], config: FileSourceOptions, cores: int | None = None) -> list[FilePartition]:
-    """Cut files into splits and pack the splits into read tasks (Spark's maxSplitBytes rule)."""
+    """Cut files into splits and deal the splits out to read tasks.
+
+    Spark's rule sizes the tasks: at most ``min(maxPartitionBytes, max(4 MiB, bytes per core))``
+    each, a file costing its size plus 4 MiB to open. Spark then packs next-fit, which often
+    leaves one task more than a whole number of waves over the cores (3 tasks on 2 cores: the
+    last runs alone while a core idles). Here the task count is rounded up to whole waves, big
+    splittable files are cut to the even share, and the splits are dealt biggest first to the
+    least loaded task, so every core gets about the same work.
+    """
     if not files:
         return []
+    cores = cores or parallelism()
     total = sum(f.size + OPEN_COST_BYTES for f in files)
-    max_split = max(1, min(config.max_partition_bytes, max(OPEN_COST_BYTES, total // (cores or parallelism()))))
-    splits: list[FileSplit] = []
+    max_split = max(1, min(config.max_partition_bytes, max(OPEN_COST_BYTES, -(-total // cores))))
+    tasks = cores * -(-total // (max_split * cores))
+    piece = max(1, min(max_split, -(-total // tasks)))
+    splits: list[tuple[int, FileSplit]] = []  # (cost, split)
     for file in files:
-        if file.size <= max_split:
-            splits.append(FileSplit(file.path, file.size, file.mtime_ms))
+        if file.size <= piece:
+            splits.append((OPEN_COST_BYTES + file.size, FileSplit(file.path, file.size, file.mtime_ms)))
         elif config.splittable_text and codec_of(file.path) is None:
+            step = -(-file.size // -(-file.size // piece))  # equal pieces, none of them a sliver
             splits.extend(
-                FileSplit(file.path, file.size, file.mtime_ms, start, min(start + max_split, file.size))
-                for start in range(0, file.size, max_split)
-            )
+                (OPEN_COST_BYTES + min(step, file.size - start),
+                 FileSplit(file.path, file.size, file.mtime_ms, start, min(start + step, file.size)))
+                for start in range(0, file.size, step)
+            )  # fmt: skip
         elif config.file_format == "parquet":
-            splits.extend(_parquet_splits(file, max_split, config.storage_options))
+            splits.extend(_parquet_splits(file, piece, config.storage_options))
         else:
-            splits.append(FileSplit(file.path, file.size, file.mtime_ms))
-    return _pack(splits, max_split)
+            splits.append((OPEN_COST_BYTES + file.size, FileSplit(file.path, file.size, file.mtime_ms)))
+    return _deal(splits, tasks)
 
 
-def _cost(split: FileSplit) -> int:
-    if split.row_groups is not None:
-        return OPEN_COST_BYTES + split.size // max(1, len(split.row_groups))
-    return OPEN_COST_BYTES + split.length
-
-
-def _pack(splits: list[FileSplit], max_split: int) -> list[FilePartition]:
-    """Spark's next-fit packing, biggest pieces first."""
-    partitions, current, size = [], [], 0
-    for split in sorted(splits, key=_cost, reverse=True):
-        if current and size + _cost(split) > max_split:
-            partitions.append(FilePartition(current))
-            current, size = [], 0
-        current.append(split)
-        size += _cost(split)
-    if current:
-        partitions.append(FilePartition(current))
-    return partitions
+def _deal(splits: list[tuple[int, FileSplit]], tasks: int) -> list[FilePartition]:
+    """Biggest first, each to the task with the least work so far (no task is left empty)."""
+    loads = [(0, n) for n in range(min(tasks, len(splits)))]
+    assigned: list[list[FileSplit]] = [[] for _ in loads]
+    for cost, split in sorted(splits, key=lambda pair: pair[0], reverse=True):
+        load, n = heapq.heappop(loads)
+        assigned[n].append(split)
+        heapq.heappush(loads, (load + cost, n))
+    return [FilePartition(splits) for splits in assigned]
 
 
 def _lister(config: FileSourceOptions, paths: Sequence[str]) -> FileLister:
