@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install services services-stop demo test bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	# an editable install skips setup.py's copy of the startup hook (connectors/_worker_startup.py)
+	$(PY) -c 'import shutil, sysconfig; shutil.copy("connectors-worker-startup.pth", sysconfig.get_paths()["purelib"])'
 	touch $(STAMP)
 
 install: $(STAMP)
