@@ -3,6 +3,9 @@
 1. Throughput: ``--rows`` numbers in 10 micro-batches (``Trigger.AvailableNow``) into each sink;
    ours includes publishing the parts left open at the end (``connectors.files.finish``, which
    compacts them into one file); ``--repeat`` runs per sink round robin, the fastest counting.
+   A third writer in the same round, a Python sink that only counts its rows
+   (:class:`benchmarks.common.CountingSink`), is the ceiling of any Python data source sink:
+   Spark's JVM -> Python hop and its fixed costs per micro-batch, without writing anything.
 2. Small files: ``--batches`` micro-batches with a 1-second trigger into each sink, then the
    number of visible files. Spark writes one per partition per batch (P per second). Ours (default
    rolling policy: 128 MB / 60 s / 60 s) rolls every partition's part of a bucket in the same
@@ -25,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import Result, fastest, local_spark, report
+from benchmarks.common import CountingSink, Result, fastest, local_spark, report
 
 
 def visible_files(base: Path) -> int:
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compaction", default="true", choices=("true", "false"), help="our autoCompaction")
     args = parser.parse_args(argv)
     spark = local_spark()
+    spark.dataSource.register(CountingSink)
     cores = spark.sparkContext.defaultParallelism
     from connectors.files import finish
 
@@ -69,6 +73,9 @@ def main(argv: list[str] | None = None) -> None:
 
     def spark_csv(writer, out: Path):
         return writer.format("csv").option("path", str(out))
+
+    def counting(writer, out: Path):
+        return writer.format(CountingSink.name())
 
     def available_now(sink, rows: int, out: Path, checkpoint: str) -> None:
         sink(numbers(rows, rows // 10).writeStream, out).option("checkpointLocation", checkpoint).trigger(
@@ -100,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
 
             return run
 
-        results += fastest({f"{name} (10 batches)": throughput(sink, name)
-                            for name, sink in (("connectors.files csv", ours), ("spark csv", spark_csv))},
+        writers = (("connectors.files csv", ours), ("spark csv", spark_csv), ("Python sink doing nothing", counting))
+        results += fastest({f"{name} (10 batches)": throughput(sink, name) for name, sink in writers},
                            args.rows, args.repeat)  # fmt: skip
         for name, sink in (("connectors.files csv", ours), ("spark csv", spark_csv)):
             out = work / f"{name}-trigger"
@@ -114,7 +121,12 @@ def main(argv: list[str] | None = None) -> None:
     report(
         "file_sink",
         results,
-        {"connectors.files/spark csv (throughput)": ("connectors.files csv (10 batches)", "spark csv (10 batches)")},
+        {
+            "connectors.files/spark csv (throughput)": ("connectors.files csv (10 batches)", "spark csv (10 batches)"),
+            "Python sink doing nothing/spark csv": ("Python sink doing nothing (10 batches)", "spark csv (10 batches)"),
+            "connectors.files/Python sink doing nothing": (
+                "connectors.files csv (10 batches)", "Python sink doing nothing (10 batches)"),
+        },
         notes={
             "rows": args.rows, "repeat": args.repeat,
             "cores": cores, "one_second_batches": args.batches, "rollover": args.rollover,

@@ -27,9 +27,7 @@ from urllib.parse import urlsplit
 
 import psycopg2
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
-
-from benchmarks.common import local_spark, measure, report
+from benchmarks.common import CountingSink, local_spark, measure, report
 from connectors.testing.services import postgres_dsn
 
 POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
@@ -37,23 +35,6 @@ COLUMNS = ["id AS id", "concat('customer-', id % 100000) AS name", "id * 0.25 AS
            "timestamp_seconds(1700000000 + id) AS ts"]  # fmt: skip
 DDL = "id bigint, name text, amount double precision, ts timestamptz"
 CORES = 2
-
-
-class _CountingWriter(DataSourceStreamArrowWriter):
-    def write(self, iterator) -> WriterCommitMessage:
-        sum(batch.num_rows for batch in iterator)
-        return WriterCommitMessage()
-
-
-class CountingSink(DataSource):
-    """A Python sink that receives the Arrow batches and does nothing with them."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "bench-counting-sink"
-
-    def streamWriter(self, schema, overwrite):
-        return _CountingWriter()
 
 
 def main(argv: list[str] | None = None) -> None:

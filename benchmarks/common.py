@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -26,6 +28,25 @@ class Result:
     @property
     def rows_per_s(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+
+class _CountingWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator) -> WriterCommitMessage:
+        sum(batch.num_rows for batch in iterator)
+        return WriterCommitMessage()
+
+
+class CountingSink(DataSource):
+    """A Python Arrow stream sink that only counts its rows: the ceiling of any Python data source
+    sink, i.e. Spark's JVM -> Python worker hop and its fixed costs per micro-batch (Python
+    planner processes to create the writer and to commit), without writing anywhere."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-counting-sink"
+
+    def streamWriter(self, schema, overwrite):
+        return _CountingWriter()
 
 
 def local_spark(packages: Iterable[str] = (), app_name: str = "connectors-bench"):
