@@ -9,6 +9,8 @@ PostgreSQL type when the query starts, and every transaction checks that type ag
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,8 +34,15 @@ TRAILER = b"\xff\xff"  # a field count of -1 ends the data
 
 _EPOCH_DAYS = 10_957  # PostgreSQL counts from 2000-01-01, Arrow from 1970-01-01
 _EPOCH_MICROS = _EPOCH_DAYS * 86_400 * 1_000_000
-_NULL = pa.scalar(b"\xff\xff\xff\xff", pa.large_binary())  # field length -1: null
-_NOTHING = pa.scalar(b"", pa.large_binary())
+
+
+@functools.cache
+def _scalars() -> tuple[pa.Scalar, pa.Scalar]:
+    """(a null field: length -1, the empty separator), made at the first render: building an
+    Arrow scalar from Python imports pandas (0.4 s), which the driver's Python processes that
+    plan and commit each micro-batch never need."""
+    return pa.scalar(b"\xff\xff\xff\xff", pa.large_binary()), pa.scalar(b"", pa.large_binary())
+
 
 _INTEGRAL_BYTES = {ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8}
 _PG_INT_BYTES = {"int2": 2, "int4": 4, "int8": 8}
@@ -120,11 +129,11 @@ def render(chunk: pa.Table, formats: tuple[str, ...]) -> bytes:
         if pending:
             segments.append(_binary(_records(pending)))
             pending = []
-        segments.append(pc.if_else(column.is_null(), _NULL, _binary(_records([lengths, values]))))
+        segments.append(pc.if_else(column.is_null(), _scalars()[0], _binary(_records([lengths, values]))))
     if pending:
         segments.append(_binary(_records(pending)))
     if len(segments) == 1:
         return segments[0].buffers()[2].to_pybytes()
-    joined = pc.binary_join_element_wise(*segments, _NOTHING)
+    joined = pc.binary_join_element_wise(*segments, _scalars()[1])
     offsets = np.frombuffer(joined.buffers()[1], np.int64, rows + 1, joined.offset * 8)
     return joined.buffers()[2][int(offsets[0]) : int(offsets[-1])].to_pybytes()
