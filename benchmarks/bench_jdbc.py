@@ -13,7 +13,9 @@ stream writer that only counts rows (the ceiling of any Python data source sink:
 Python worker hop, without a database).
 
 ``python -m benchmarks.bench_jdbc [--rows N] [--files F] [--repeat R]`` (or ``BENCH_JDBC_ROWS``);
-default 2M rows in 4 files (2 micro-batches of 2 files), the fastest of 2 runs per writer.
+default 2M rows in 4 files (2 micro-batches of 2 files), the fastest of 2 runs per writer, the
+writers taking turns (round robin). Each run starts on a new table without autovacuum, after a
+checkpoint, so no run pays for the vacuum or the dirty buffers of the one before.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from urllib.parse import urlsplit
 
 import psycopg2
 
-from benchmarks.common import CountingSink, local_spark, measure, report
+from benchmarks.common import CountingSink, fastest, local_spark, report
 from connectors.testing.services import postgres_dsn
 
 POSTGRES_JDBC = "org.postgresql:postgresql:42.7.4"
@@ -51,8 +53,11 @@ def main(argv: list[str] | None = None) -> None:
     cursor = admin.cursor()
     table = "bench_jdbc"
 
-    def fresh_table() -> None:
-        cursor.execute(f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} ({DDL})")
+    def fresh_table(_name: str = "") -> None:
+        # No autovacuum on the table, and a checkpoint first: a run must not pay for the vacuum
+        # or the dirty buffers of the load before it.
+        cursor.execute(f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} ({DDL}) WITH (autovacuum_enabled = false)")
+        cursor.execute("CHECKPOINT")
 
     def check(expected: int) -> None:
         cursor.execute(f"SELECT count(*) FROM {table}")
@@ -101,21 +106,16 @@ def main(argv: list[str] | None = None) -> None:
         fresh_table()
         ours()  # warm-up: JVM, Python workers, the driver's class loading
         stream(lambda w: w.format(CountingSink.name()))
-        results = []
-        for name, run in [
-            ("source only (noop sink)", lambda: stream(lambda w: w.format("noop"))),
-            ("source -> Python sink doing nothing", lambda: stream(lambda w: w.format(CountingSink.name()))),
-            ("connectors.jdbc (stream)", ours),
-            ("Spark jdbc in foreachBatch (stream)", spark_jdbc),
-            ("psql \\copy (CSV file)", psql_copy),
-        ]:
-            runs = []
-            for _ in range(args.repeat):
-                fresh_table()
-                runs.append(measure(name, rows, run))
-                if "jdbc" in name or "copy" in name:
-                    check(rows)
-            results.append(min(runs, key=lambda r: r.seconds))
+        runs = {
+            "source only (noop sink)": lambda: stream(lambda w: w.format("noop")),
+            "source -> Python sink doing nothing": lambda: stream(lambda w: w.format(CountingSink.name())),
+            "connectors.jdbc (stream)": ours,
+            "Spark jdbc in foreachBatch (stream)": spark_jdbc,
+            "psql \\copy (CSV file)": psql_copy,
+        }
+        writes = ("jdbc", "copy")
+        results = fastest(runs, rows, args.repeat, before=fresh_table,
+                          after=lambda name: check(rows) if any(w in name for w in writes) else None)  # fmt: skip
     report(
         "jdbc",
         results,

@@ -66,14 +66,25 @@ def measure(name: str, rows: int, fn: Callable[[], object]) -> Result:
     return result
 
 
-def fastest(runs: dict[str, Callable[[], object]], rows: int, repeat: int) -> list[Result]:
+def fastest(
+    runs: dict[str, Callable[[], object]],
+    rows: int,
+    repeat: int,
+    before: Callable[[str], object] | None = None,
+    after: Callable[[str], object] | None = None,
+) -> list[Result]:
     """Time each of ``runs`` ``repeat`` times, round robin (so load from other processes hits each
     alike), and keep each one's fastest run: on a shared 2-core machine the slow runs measure the
-    neighbours, not the code."""
+    neighbours, not the code. ``before`` / ``after`` (given the run's name) are not timed: e.g.
+    a fresh table before, a row count after."""
     timings: dict[str, list[Result]] = {name: [] for name in runs}
     for _ in range(repeat):
         for name, fn in runs.items():
+            if before is not None:
+                before(name)
             timings[name].append(measure(name, rows, fn))
+            if after is not None:
+                after(name)
     return [min(results, key=lambda r: r.seconds) for results in timings.values()]
 
 
