@@ -83,6 +83,18 @@ def test_planner_splits_big_files_and_packs_small_ones(tmp_path):
     assert sorted(r["a"] for r in rows) == sorted([*range(60_000), *(-i for i in range(5))])
 
 
+def test_planner_gives_every_core_the_same_work():
+    # Spark's next-fit packing makes 3 tasks of these on 2 cores: the third runs alone.
+    files = [FileStatus(f"/data/part-{i:02d}.json", 13_800_000, 0) for i in range(20)]
+    partitions = plan(files, config(fileFormat="json"), cores=2)
+    loads = [sum(s.length for s in p.splits) for p in partitions]
+    assert len(partitions) % 2 == 0 and max(loads) == min(loads)
+    assert sorted(s.path for p in partitions for s in p.splits) == sorted(f.path for f in files)
+    pieces = plan([FileStatus("/data/big.json", 1 << 30, 0)], config(fileFormat="json"), cores=2)
+    assert len(pieces) % 2 == 0 and {len(p.splits) for p in pieces} == {1}
+    assert sum(s.length for p in pieces for s in p.splits) == 1 << 30
+
+
 def test_compressed_files_are_never_split(tmp_path):
     path = tmp_path / "big.txt.gz"
     path.write_bytes(compressing(b"".join(b"%d\n" % i for i in range(300_000)), "gzip"))
