@@ -121,8 +121,10 @@ def planning(spark, work: Path, ours: bool, source: Path) -> list[dict]:
 
 def python_source_floor(spark, work: Path) -> list[dict]:
     """Progress of TRIGGERS micro-batches of a Python stream source that does next to nothing
-    per trigger (one number per batch): Spark's own fixed cost for any Python stream source."""
-    numbers = spark.readStream.format("connectors.numbers").option("end", 1 << 40).option("rowsPerBatch", 1)
+    per trigger (one number per batch): Spark's own fixed cost for any Python stream source.
+    The sequence ends after the batches measured, so the query is idle, not mid-batch, when it is
+    stopped (stopping a foreachBatch mid-write overflowed the stack in Spark's error handling)."""
+    numbers = spark.readStream.format("connectors.numbers").option("end", TRIGGERS + 1).option("rowsPerBatch", 1)
     return triggers(work, numbers.load(), lambda: None)
 
 
