@@ -84,6 +84,10 @@ class CrashHarness:
     ) -> CrashReport:
         """Kill the job ``kills`` times, then let a last run finish; raise if it fails.
 
+        ``kill_at``: ``mid-batch`` kills while a micro-batch marked by :func:`mark_batches` is
+        being written; ``random`` at a moment drawn from ``random_window`` seconds after the
+        first marked micro-batch started (in a batch, a commit, or between them).
+
         ``kill`` replaces the default action (SIGKILL of the whole child) with another one, such as
         killing a cluster worker; the child then goes on and the harness waits for it to end.
         """
@@ -139,21 +143,28 @@ class CrashHarness:
         if kill_at is None:
             return False
         deadline = started + self.start_timeout
+        in_flight = lambda: any(self.signals.iterdir())  # noqa: E731  a micro-batch is being written
         if kill_at == "random":
+            # Counted from the first micro-batch, not from the start: how long a cold child takes
+            # to get there depends on the machine, and a fast one could finish before the kill.
+            self._wait(child, in_flight, deadline)
             fire = time.monotonic() + rng.uniform(*window)
             ready = lambda: time.monotonic() >= fire  # noqa: E731
         else:
-            ready = lambda: any(self.signals.iterdir())  # noqa: E731
+            ready = in_flight
+        self._wait(child, ready, deadline)
+        if kill_at == "mid-batch":
+            time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the marked batch
+        action(child)
+        return True
+
+    def _wait(self, child, ready: Callable[[], bool], deadline: float) -> None:
         while not ready():
             if child.poll() is not None:
                 raise AssertionError(f"job exited ({child.returncode}) before it could be killed; see its log")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no kill point reached within {self.start_timeout}s")
             time.sleep(0.05)
-        if kill_at == "mid-batch":
-            time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the marked batch
-        action(child)
-        return True
 
     def _completed(self, number: int) -> list[int]:
         path = self._events(number)
