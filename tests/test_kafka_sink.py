@@ -167,6 +167,16 @@ def test_spark_kafka_sink_columns_are_accepted():
     assert (layout.has_topic, layout.has_key, layout.has_partition, layout.has_headers) == (True, True, True, True)
 
 
+def test_clients_connect_to_every_broker_at_once_unless_the_user_says_otherwise():
+    from connectors.kafka.sink_producer import producer_settings
+
+    base = {"kafka.bootstrap.servers": "b:9092", "topic": "t"}
+    assert producer_settings(KafkaSinkOptions.from_options(base))["enable.sparse.connections"] == "false"
+    users = KafkaSinkOptions.from_options({**base, "kafka.enable.sparse.connections": "true"})
+    assert producer_settings(users)["enable.sparse.connections"] == "true"
+    assert users.client_settings()["enable.sparse.connections"] == "true"  # the progress consumer too
+
+
 def test_progress_counts_committed_records_of_the_same_run_and_batch():
     progress = Progress("query", 4, 300)
     assert progress.committed_of(WorkUnit("query", 4, 0)) == 300
