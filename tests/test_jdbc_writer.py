@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg2
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import FloatType, LongType, ShortType, StringType, StructField, StructType
+from pyspark.sql.types import DecimalType, FloatType, LongType, ShortType, StringType, StructField, StructType
 
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
@@ -238,6 +238,29 @@ def test_copy_is_binary_when_every_column_has_a_binary_form(postgres_dsn, pg, un
     # a narrowing pair (bigint into integer) stays CSV: an out-of-range value fails with the server's error
     _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, StructType([StructField("n", LongType())]), False)
     assert "FORMAT csv" in plan.statement.sql
+
+
+def test_binary_decimals_into_double_precision_round_as_the_server_rounds_their_text(postgres_dsn, pg, unique):
+    import decimal
+    import random
+
+    pg.execute(f"CREATE TABLE {unique} (a double precision, b double precision, text_a text, text_b text)")
+    schema = StructType([StructField("a", DecimalType(23, 2)), StructField("b", DecimalType(38, 25)),
+                         StructField("text_a", StringType()), StructField("text_b", StringType())])  # fmt: skip
+    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
+    assert "FORMAT binary" in plan.statement.sql
+    rng = random.Random(7)
+    # digits around 2^53 (9.0e15) take both paths; scale 25 is past 10^22, the last exact power of ten
+    a = [decimal.Decimal(rng.randrange(-10**rng.randint(1, 21), 10**rng.randint(1, 21))).scaleb(-2) for _ in range(3000)]
+    b = [decimal.Decimal(rng.randrange(-10**30, 10**30)).scaleb(-25) for _ in range(3000)]
+    a[:4], b[:4] = [None, decimal.Decimal("0.10"), decimal.Decimal(2**53 + 1).scaleb(-2), decimal.Decimal("-0.00")], [None] * 4
+    batch = pa.RecordBatch.from_pydict(
+        {"a": a, "b": b, "text_a": [None if v is None else str(v) for v in a], "text_b": [None if v is None else str(v) for v in b]},
+        pa.schema([("a", pa.decimal128(23, 2)), ("b", pa.decimal128(38, 25)), ("text_a", pa.string()), ("text_b", pa.string())]),
+    )
+    PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch.slice(1), batch.slice(0, 1)]))
+    pg.execute(f"SELECT count(*), count(a), count(*) FILTER (WHERE a = text_a::float8 AND b = text_b::float8) FROM {unique}")
+    assert pg.fetchone() == (3000, 2999, 2996)  # every value bit for bit what the server makes of its text
 
 
 def test_binary_copy_fails_when_the_table_changed_since_the_query_started(postgres_dsn, pg, table, unique):

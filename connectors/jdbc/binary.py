@@ -19,6 +19,7 @@ from pyspark.sql.types import (
     ByteType,
     DataType,
     DateType,
+    DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
@@ -64,8 +65,8 @@ def binary_format(spark: DataType, base_type: str) -> str | None:
         return "bool"
     if isinstance(spark, FloatType) and base_type in ("float4", "float8"):
         return base_type
-    if isinstance(spark, DoubleType) and base_type == "float8":
-        return "float8"
+    if isinstance(spark, (DoubleType, DecimalType)) and base_type == "float8":
+        return "float8"  # a decimal is rounded as the server rounds its text (_decimal_doubles)
     if isinstance(spark, StringType) and base_type in ("text", "varchar", "bpchar"):
         return "text"
     if isinstance(spark, DateType) and base_type == "date":
@@ -75,8 +76,33 @@ def binary_format(spark: DataType, base_type: str) -> str | None:
     return None
 
 
+_EXACT_INTEGER = 2**53  # every integer up to this magnitude is exactly a double
+
+
+def _decimal_doubles(column: pa.Array) -> np.ndarray:
+    """A decimal128 column as the nearest doubles (nulls as 0): what float8 input makes of its text.
+
+    Arrow's own cast multiplies by an inexact 10^-scale and can be one unit in the last place
+    off. An unscaled value below 2^53 divided by 10^scale (exact up to 10^22) is one correctly
+    rounded operation; any other value goes through Python's correctly rounded ``float(Decimal)``.
+    """
+    scale = column.type.scale
+    words = np.frombuffer(column.buffers()[1], "<i8", 2 * len(column), column.offset * 16).reshape(-1, 2)
+    low, high = words[:, 0], words[:, 1]  # two's complement: fits in int64 when high is low's sign
+    exact = (high == low >> 63) & (-_EXACT_INTEGER <= low) & (low <= _EXACT_INTEGER) & (0 <= scale <= 22)
+    if column.null_count:
+        exact |= column.is_null().to_numpy(zero_copy_only=False)  # whatever lies under a null is never read
+    values = np.where(exact, low, 0).astype(np.float64) / 10.0**scale
+    if not exact.all():
+        rest = np.flatnonzero(~exact)
+        values[rest] = [float(value) for value in column.take(pa.array(rest)).to_pylist()]
+    return values
+
+
 def _values(column: pa.Array, fmt: str) -> np.ndarray:
     """The values of ``column`` as the big-endian numbers PostgreSQL reads (nulls as 0)."""
+    if pa.types.is_decimal(column.type):
+        return _decimal_doubles(column).astype(_DTYPES[fmt])
     if fmt == "date":
         column, offset = column.cast(pa.int32()), _EPOCH_DAYS
     elif fmt == "timestamp":
