@@ -240,27 +240,36 @@ def test_copy_is_binary_when_every_column_has_a_binary_form(postgres_dsn, pg, un
     assert "FORMAT csv" in plan.statement.sql
 
 
-def test_binary_decimals_into_double_precision_round_as_the_server_rounds_their_text(postgres_dsn, pg, unique):
+def test_binary_decimals_land_as_the_server_reads_their_text(postgres_dsn, pg, unique):
     import decimal
     import random
 
-    pg.execute(f"CREATE TABLE {unique} (a double precision, b double precision, text_a text, text_b text)")
-    schema = StructType([StructField("a", DecimalType(23, 2)), StructField("b", DecimalType(38, 25)),
-                         StructField("text_a", StringType()), StructField("text_b", StringType())])  # fmt: skip
+    columns = {  # column: (Spark type, PostgreSQL type, digits of the random unscaled values)
+        "a": (DecimalType(23, 2), "double precision", 21),  # both sides of 2^53: numpy's division, the text
+        "b": (DecimalType(38, 25), "double precision", 30),  # scale past 10^22, the last exact power of ten
+        "c": (DecimalType(38, 18), "numeric", 38),  # unscaled values past 2^64
+        "d": (DecimalType(23, 5), "numeric(12, 3)", 13),  # rounded to the column's scale by the server
+        "e": (DecimalType(9, 0), "numeric", 9),
+    }  # fmt: skip
+    pg.execute(f"CREATE TABLE {unique} ({', '.join(f'{c} {t}, text_{c} text' for c, (_, t, _) in columns.items())})")
+    schema = StructType([field for c, (spark, _, _) in columns.items()
+                         for field in (StructField(c, spark), StructField(f"text_{c}", StringType()))])  # fmt: skip
     _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
     assert "FORMAT binary" in plan.statement.sql
-    rng = random.Random(7)
-    # digits around 2^53 (9.0e15) take both paths; scale 25 is past 10^22, the last exact power of ten
-    a = [decimal.Decimal(rng.randrange(-10**rng.randint(1, 21), 10**rng.randint(1, 21))).scaleb(-2) for _ in range(3000)]
-    b = [decimal.Decimal(rng.randrange(-10**30, 10**30)).scaleb(-25) for _ in range(3000)]
-    a[:4], b[:4] = [None, decimal.Decimal("0.10"), decimal.Decimal(2**53 + 1).scaleb(-2), decimal.Decimal("-0.00")], [None] * 4
-    batch = pa.RecordBatch.from_pydict(
-        {"a": a, "b": b, "text_a": [None if v is None else str(v) for v in a], "text_b": [None if v is None else str(v) for v in b]},
-        pa.schema([("a", pa.decimal128(23, 2)), ("b", pa.decimal128(38, 25)), ("text_a", pa.string()), ("text_b", pa.string())]),
-    )
+    rng, data = random.Random(7), {}
+    with decimal.localcontext(prec=80):
+        for column, (spark, _, digits) in columns.items():
+            unscaled = [rng.randrange(-(10 ** rng.randint(0, digits)), 10 ** rng.randint(0, digits)) for _ in range(3000)]
+            values = [decimal.Decimal(u).scaleb(-spark.scale) for u in unscaled]
+            extremes = (0, -min(2**63, 10**digits - 1), 10**digits - 1)  # -2^63: the int64 whose negation wraps
+            values[:4] = [None, *(decimal.Decimal(u).scaleb(-spark.scale) for u in extremes)]
+            data[column] = pa.array(values, pa.decimal128(spark.precision, spark.scale))
+            data[f"text_{column}"] = pa.array([None if v is None else str(v) for v in values])
+    batch = pa.RecordBatch.from_pydict(data)
     PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch.slice(1), batch.slice(0, 1)]))
-    pg.execute(f"SELECT count(*), count(a), count(*) FILTER (WHERE a = text_a::float8 AND b = text_b::float8) FROM {unique}")
-    assert pg.fetchone() == (3000, 2999, 2996)  # every value bit for bit what the server makes of its text
+    same = [f"count(*) FILTER (WHERE {c}::text = text_{c}::{t}::text)" for c, (_, t, _) in columns.items()]
+    pg.execute(f"SELECT count(*), count(a), {', '.join(same)} FROM {unique}")
+    assert pg.fetchone() == (3000, 2999, *[2999] * len(columns))  # every value bit for bit what its text gives
 
 
 def test_binary_copy_fails_when_the_table_changed_since_the_query_started(postgres_dsn, pg, table, unique):
