@@ -67,8 +67,8 @@ def binary_format(spark: DataType, base_type: str) -> str | None:
         return base_type
     if isinstance(spark, (DoubleType, DecimalType)) and base_type == "float8":
         return "float8"  # a decimal is rounded as the server rounds its text (_decimal_doubles)
-    if isinstance(spark, DecimalType) and base_type == "numeric":
-        return "numeric"
+    if isinstance(spark, DecimalType) and spark.scale >= 0 and base_type == "numeric":
+        return "numeric"  # (a negative scale, allowed only by a legacy setting, stays CSV)
     if isinstance(spark, StringType) and base_type in ("text", "varchar", "bpchar"):
         return "text"
     if isinstance(spark, DateType) and base_type == "date":
