@@ -291,30 +291,31 @@ def test_connection_killed_inside_a_spark_task_is_retried(spark, postgres_dsn, p
     assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {unique}") == [(300_000, 300_000)]
 
 
-def count_table(dsn: str, table: str) -> tuple[int, int]:
+def count_table(dsn: str, table: str) -> tuple[int, int, int]:
+    """Rows, distinct ids, and rows whose decimal ``amount`` arrived as ``id * 0.25``."""
     with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*), count(DISTINCT id) FROM {table}")
+        cursor.execute(f"SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE amount = id * 0.25) FROM {table}")
         return cursor.fetchone()
 
 
 @pytest.mark.crash
 def test_sigkill_mid_batch_format_exactly_once(crash_harness, postgres_dsn, pg, unique):
-    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")  # no key: a duplicate would count
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text, amount numeric(20, 2))")  # no key: a duplicate would count
     harness = crash_harness("jobs.jdbc:numbers_to_postgres", url=postgres_dsn, table=unique, end=5999,
                             rows_per_batch=1000, foreach_batch=False)  # fmt: skip
     report = harness.run(kills=2, kill_at="mid-batch", seed=11)
     assert report.kills == 2
-    assert count_table(postgres_dsn, unique) == (6000, 6000)
+    assert count_table(postgres_dsn, unique) == (6000, 6000, 6000)
 
 
 @pytest.mark.crash
 def test_sigkill_mid_batch_foreach_batch_exactly_once(crash_harness, postgres_dsn, pg, unique):
-    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text, amount double precision)")
     harness = crash_harness("jobs.jdbc:numbers_to_postgres", url=postgres_dsn, table=unique, end=3999,
                             rows_per_batch=1000, foreach_batch=True)  # fmt: skip
     report = harness.run(kills=1, kill_at="mid-batch", seed=5)
     assert report.kills == 1
-    assert count_table(postgres_dsn, unique) == (4000, 4000)
+    assert count_table(postgres_dsn, unique) == (4000, 4000, 4000)
 
 
 def test_overwrite_is_refused_at_start(spark, postgres_dsn, pg, unique):

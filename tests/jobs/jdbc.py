@@ -1,7 +1,8 @@
 """Crash-harness job: connectors.numbers -> PostgreSQL through connectors.jdbc, exactly-once.
 
 The table has no key, so a partition written twice after a kill shows up as duplicates and a
-lost one as a gap; ``foreach_batch`` chooses ``foreachBatch(JdbcSink(...))`` over the format.
+lost one as a gap. ``amount`` is a Spark decimal, sent as binary COPY into the table's numeric
+or double precision column; ``foreach_batch`` chooses ``foreachBatch(JdbcSink(...))`` over the format.
 """
 
 from connectors.jdbc import JdbcSink
@@ -15,7 +16,7 @@ def numbers_to_postgres(spark, checkpoint, url, table, end, rows_per_batch, fore
         .option("rowsPerBatch", rows_per_batch)
         .option("numPartitions", 2)
         .load()
-        .selectExpr("value AS id", "concat('n', value) AS name")
+        .selectExpr("value AS id", "concat('n', value) AS name", "value * 0.25 AS amount")  # a decimal
     )
     options = {"url": url, "dbtable": table, "batchSize": "100", "deliveryGuarantee": "exactly-once"}
     writer = mark_batches(df).writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
