@@ -9,8 +9,8 @@ the sinks' throughput. ``\\copy`` loads the same rows from one CSV file written 
 is the limit for one client. Spark's writer uses the PostgreSQL JDBC driver from Maven Central
 with its defaults (batchsize 1000); ours uses its defaults (COPY, exactly-once). Two references
 show where the time goes: the source alone into Spark's ``noop`` sink, and into a Python Arrow
-stream writer that only counts rows (the ceiling of any Python data source sink: Spark's JVM ->
-Python worker hop, without a database).
+stream writer that only counts rows (Spark's JVM -> Python worker hop and its fixed costs,
+without a database).
 
 ``python -m benchmarks.bench_jdbc [--rows N] [--files F] [--repeat R]`` (or ``BENCH_JDBC_ROWS``);
 default 2M rows in 4 files (2 micro-batches of 2 files), the fastest of 2 runs per writer, the

@@ -37,9 +37,9 @@ class _CountingWriter(DataSourceStreamArrowWriter):
 
 
 class CountingSink(DataSource):
-    """A Python Arrow stream sink that only counts its rows: the ceiling of any Python data source
-    sink, i.e. Spark's JVM -> Python worker hop and its fixed costs per micro-batch (Python
-    planner processes to create the writer and to commit), without writing anywhere."""
+    """A Python Arrow stream sink that only counts its rows: Spark's JVM -> Python worker hop and
+    its fixed costs per micro-batch (Python planner processes to create the writer and to
+    commit), without writing anywhere."""
 
     @classmethod
     def name(cls) -> str:
