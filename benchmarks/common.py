@@ -14,7 +14,11 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 RESULTS = Path(__file__).parent / "results"
 

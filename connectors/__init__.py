@@ -10,13 +10,19 @@ import importlib
 
 __version__ = "0.1.0"
 
-# Format name -> "module:DataSource class". Each also has a top-level pyspark_connectors_* package
-# exposing it as DefaultSource, which Spark registers automatically.
+# Each connector's package defines its format name (FORMAT) and DataSource; each also has a
+# top-level pyspark_connectors_* package exposing it as DefaultSource, which Spark registers.
+_CONNECTORS = {
+    "numbers": "NumberSequenceDataSource",
+    "kafka": "KafkaDataSource",
+    "files": "FileDataSource",
+    "jdbc": "JdbcDataSource",
+}
+
+# Format name -> "module:DataSource class".
 FORMATS = {
-    "connectors.numbers": "connectors.numbers.datasource:NumberSequenceDataSource",
-    "connectors.kafka": "connectors.kafka.datasource:KafkaDataSource",
-    "connectors.files": "connectors.files.datasource:FileDataSource",
-    "connectors.jdbc": "connectors.jdbc.datasource:JdbcDataSource",
+    importlib.import_module(f"connectors.{package}").FORMAT: f"connectors.{package}.datasource:{cls}"
+    for package, cls in _CONNECTORS.items()
 }
 
 

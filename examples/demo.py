@@ -22,9 +22,9 @@ sys.path.insert(0, str(HERE))
 import kafka_count_to_postgres  # noqa: E402  (example 1: the CountFunction pipeline)
 
 from connectors.files import finish  # noqa: E402
-from connectors.progress import ProgressListener  # noqa: E402
 from connectors.testing import services  # noqa: E402
 from connectors.testing.spark import local_session  # noqa: E402
+from connectors.tools.progress import ProgressListener  # noqa: E402
 
 OUTPUT = HERE / "output" / "demo"
 NUMBERS = 200_000

@@ -20,7 +20,10 @@ from pathlib import Path
 import psycopg2
 from confluent_kafka import Producer
 from pyspark.sql import DataFrame, Row
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+)
 from pyspark.sql.types import LongType, StructField, StructType
 
 from connectors.testing import services

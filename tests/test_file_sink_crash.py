@@ -7,9 +7,9 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
+from test_file_sink import visible_files
 
 from connectors.files import finish
-from test_file_sink import visible_files
 
 
 @pytest.mark.crash

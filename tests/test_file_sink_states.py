@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 
 from connectors.core.options import OptionError
-from connectors.files import sink_commit, sink_writer
-from connectors.files.buckets import directory_value, strftime_pattern
-from connectors.files.part_files import Storage
-from connectors.files.sink_commit import commit_batch, finish_query, roll_expired
-from connectors.files.sink_maintenance import finish
-from connectors.files.sink_options import FileSinkOptions
-from connectors.files.sink_state import STATE_DIR, StateLog
-from connectors.files.sink_writer import FileSinkMessage, SinkPlan, TaskWriter
+from connectors.files.sink import exactly_once, task_writer
+from connectors.files.sink.buckets import directory_value, strftime_pattern
+from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
+from connectors.files.sink.options import FileSinkOptions
+from connectors.files.sink.state import STATE_DIR, StateLog
+from connectors.files.sink.storage import Storage
+from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, TaskWriter
+from connectors.tools.file_sink import finish
 
 QUERY = "q1"
 
@@ -36,7 +36,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     clock = Clock()
-    for module in (sink_writer, sink_commit):
+    for module in (task_writer, exactly_once):
         monkeypatch.setattr(module.time, "time", clock)
     return clock
 
@@ -136,12 +136,12 @@ def test_failed_attempt_bytes_are_never_published(tmp_path, clock):
 
 def test_replayed_batch_is_skipped(tmp_path, clock, monkeypatch):
     from connectors.core.commit import TaskAttempt
-    from connectors.files import sink
+    from connectors.files.sink import writer as sink
 
     p = plan(tmp_path)
     commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
     # Spark re-runs batch 0 after a driver crash that came after the sink's commit
-    monkeypatch.setattr(sink, "current_task", lambda: TaskAttempt(QUERY, 0, 0, 0))
+    monkeypatch.setattr(sink, "current_task", lambda: TaskAttempt(QUERY, 0, 0))
     writer = sink.FileStreamWriter(p)
     message = writer.write(iter([lines("a")]))
     assert message.skipped and message.slots == {}
@@ -157,7 +157,7 @@ def test_interrupted_publication_is_completed(tmp_path, clock, monkeypatch):
     def crash(*args, **kwargs):
         raise SystemExit("killed after the state was written")
 
-    monkeypatch.setattr(sink_commit, "publish", lambda storage, parts, rename: [crash() for _ in parts])
+    monkeypatch.setattr(exactly_once, "publish_all", lambda storage, parts, rename: [crash() for _ in parts])
     with pytest.raises(SystemExit):
         commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
     assert visible(tmp_path) == {} and StateLog(p.storage, QUERY).latest().pending
@@ -247,7 +247,7 @@ def test_compaction_interrupted_after_the_commit_point_is_redone(tmp_path, clock
     def crash(*args, **kwargs):
         raise SystemExit("killed after the state was written")
 
-    monkeypatch.setattr(sink_commit, "publish", lambda storage, parts, rename: [crash() for _ in parts])
+    monkeypatch.setattr(exactly_once, "publish_all", lambda storage, parts, rename: [crash() for _ in parts])
     with pytest.raises(SystemExit):
         commit_batch(p, [write(p, 0, part, csv_rows((part, "x"))) for part in range(3)], 0)
     [intent] = StateLog(p.storage, QUERY).latest().pending  # the concatenation, logged before it runs
@@ -333,7 +333,11 @@ def test_typed_configs_render_to_the_same_options(tmp_path):
     from datetime import timedelta
 
     from connectors.files import (
-        ColumnBucketAssigner, FileSink, OnCheckpointRollingPolicy, OutputFileConfig, RollingPolicy,
+        ColumnBucketAssigner,
+        FileSink,
+        OnCheckpointRollingPolicy,
+        OutputFileConfig,
+        RollingPolicy,
     )  # fmt: skip
 
     sink = FileSink(

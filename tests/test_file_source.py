@@ -8,10 +8,9 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
+from compress import compressing
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
-
-from connectors.files.compression import compressing
 
 SCHEMA = "id long, file string"
 

@@ -13,17 +13,27 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+from compress import compressing
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxFiles,
+)
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from connectors.core.options import OptionError
-from connectors.files.compression import CODECS, compressing
-from connectors.files.formats import CorruptFileError, FileSplit, MalformedRecordError, read_partition
-from connectors.files.listing import FileLister, FileStatus
-from connectors.files.source import DirectoryMonitor, plan
-from connectors.files.source_options import FileSourceOptions, parse_paths
-from connectors.files.source_schema import read_spec
-from connectors.files.source_state import SeenFiles, digest
+from connectors.files.source.compression import CODECS
+from connectors.files.source.formats import (
+    CorruptFileError,
+    FileSplit,
+    MalformedRecordError,
+    read_partition,
+)
+from connectors.files.source.listing import FileLister, FileStatus
+from connectors.files.source.offsets import SeenFiles, digest
+from connectors.files.source.options import FileSourceOptions, parse_paths
+from connectors.files.source.reader import DirectoryMonitor, plan
+from connectors.files.source.schema import read_spec
 
 TEXT = StructType([StructField("value", StringType())])
 AB = StructType([StructField("a", LongType()), StructField("b", StringType())])
@@ -63,7 +73,7 @@ def test_byte_range_splits_read_every_line_exactly_once(tmp_path):
         cuts = sorted(rng.sample(range(1, size), rng.randint(1, 40)))
         bounds = [0, *cuts, size]
         splits = [FileSplit(str(path), size, 0, s, e) for s, e in zip(bounds, bounds[1:])]
-        from connectors.files.formats import FilePartition
+        from connectors.files.source.formats import FilePartition
 
         rows = read_all(str(path), TEXT, [FilePartition([s]) for s in splits], fileFormat="text")
         assert [r["value"] for r in rows] == lines, f"trial {trial}, cuts {cuts}"

@@ -17,16 +17,28 @@ from pathlib import Path
 import psycopg2
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import DecimalType, FloatType, LongType, ShortType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    DecimalType,
+    FloatType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
+from connectors.jdbc.exactly_once import ProgressKey
 from connectors.jdbc.options import libpq_dsn, redact_url
-from connectors.jdbc.progress import ProgressKey
-from connectors.jdbc.sink import plan_write, stream_writer
-from connectors.jdbc.statements import TableChanged, last_per_key, parse_named_parameters
+from connectors.jdbc.statements import (
+    TableChanged,
+    last_per_key,
+    parse_named_parameters,
+)
 from connectors.jdbc.table import parse_table_name
-from connectors.jdbc.writer import JdbcWriteError, PartitionWriter, chunks
+from connectors.jdbc.task_writer import JdbcWriteError, PartitionWriter, chunks
+from connectors.jdbc.writer import plan_write, stream_writer
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
 

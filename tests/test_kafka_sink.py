@@ -20,15 +20,22 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from jobs.kafka_sink import number_batches, write_numbers, write_task
 from pyspark.errors import PySparkException
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.kafka import KafkaSink, KafkaSinkOptions
-from connectors.kafka.sink_records import HEADERS_TYPE, ColumnError, RecordLayout
-from connectors.kafka.sink_transactions import ALL, Progress, WorkUnit, _Skip
-from jobs.kafka_sink import number_batches, write_numbers, write_task
+from connectors.kafka.sink.exactly_once import ALL, Progress, WorkUnit, _Skip
+from connectors.kafka.sink.records import HEADERS_TYPE, ColumnError, RecordLayout
 
 TESTS_DIR = Path(__file__).parent
 Record = collections.namedtuple("Record", "topic partition key value headers")
@@ -168,7 +175,7 @@ def test_spark_kafka_sink_columns_are_accepted():
 
 
 def test_clients_connect_to_every_broker_at_once_unless_the_user_says_otherwise():
-    from connectors.kafka.sink_producer import producer_settings
+    from connectors.kafka.sink.producer import producer_settings
 
     base = {"kafka.bootstrap.servers": "b:9092", "topic": "t"}
     assert producer_settings(KafkaSinkOptions.from_options(base))["enable.sparse.connections"] == "false"
@@ -446,13 +453,13 @@ def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, uni
     with multiprocessing.get_context("spawn").Pool(1) as other_worker:
         assert other_worker.apply(write_numbers, (options, 1, 300, 600)) == (300, 0)
     capfd.readouterr()
-    with caplog.at_level(logging.INFO, logger="connectors.kafka.sink_transactions"):
+    with caplog.at_level(logging.INFO, logger="connectors.kafka.sink.exactly_once"):
         assert write_numbers(options, 2, 600, 900) == (300, 0)
     assert "a newer producer replaced the kept one" in caplog.text
     fenced_by_broker = "fenced by a newer instance" in capfd.readouterr().err  # librdkafka's own log
     assert fenced_by_broker == (host == "other host")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="connectors.kafka.sink_transactions"):
+    with caplog.at_level(logging.INFO, logger="connectors.kafka.sink.exactly_once"):
         assert write_numbers(options, 2, 600, 900) == (0, 300)  # batch 2 again: the kept producer knows it is done
     assert "replaced" not in caplog.text
     assert values(consume(kafka_bootstrap, topic)) == list(range(900))

@@ -16,10 +16,16 @@ from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
 
 from connectors.core.options import OptionError
-from connectors.kafka.source import KafkaStreamReader
-from connectors.kafka.source_offsets import DataLossError, OffsetRange, plan, rate_limit, split
-from connectors.kafka.source_options import KafkaSourceOptions
-from connectors.kafka.source_read import RangeReader
+from connectors.kafka.source.offsets import (
+    DataLossError,
+    OffsetRange,
+    plan,
+    rate_limit,
+    split,
+)
+from connectors.kafka.source.options import KafkaSourceOptions
+from connectors.kafka.source.reader import KafkaStreamReader
+from connectors.kafka.source.split_reader import RangeReader
 
 FORMAT = "connectors.kafka"
 

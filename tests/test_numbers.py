@@ -8,9 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import AnalysisException, PySparkException
 
-from connectors.numbers.options import NumberSequenceOptions
-from connectors.numbers.source import split
 from connectors.core.options import OptionError
+from connectors.numbers.options import NumberSequenceOptions
+from connectors.numbers.reader import split
 
 
 def test_split_matches_flink():

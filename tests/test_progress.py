@@ -1,10 +1,10 @@
-"""connectors.progress: per-batch lines and Kafka lag from query progress."""
+"""connectors.tools.progress: per-batch lines and Kafka lag from query progress."""
 
 import io
 import json
 import time
 
-from connectors.progress import ProgressListener, kafka_lag
+from connectors.tools.progress import ProgressListener, kafka_lag
 
 
 def test_kafka_lag_from_offsets():

@@ -1,6 +1,6 @@
 """Arrow conversion shared by the connectors.
 
-Sources return ``pyarrow.RecordBatch`` from ``read()`` (about 7x faster than tuples), so the
+Sources return ``pyarrow.RecordBatch`` from ``read()`` (much faster than tuples), so the
 Spark -> Arrow schema mapping lives in one place.
 """
 

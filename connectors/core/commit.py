@@ -21,11 +21,6 @@ class TaskAttempt:
     query_id: str | None  # None outside a streaming query (batch write)
     batch_id: int | None  # None outside a streaming query
     partition_id: int
-    attempt: int  # 0 for the first attempt of this task in this run
-
-    @property
-    def is_streaming(self) -> bool:
-        return self.batch_id is not None
 
 
 _override: tuple[str | None, int | None] | None = None
@@ -59,7 +54,6 @@ def current_task() -> TaskAttempt:
         query_id=query_id,
         batch_id=batch_id,
         partition_id=ctx.partitionId(),
-        attempt=ctx.attemptNumber(),
     )
 
 

@@ -47,13 +47,6 @@ def parse_int(text: str) -> int:
         raise ValueError("expected an integer") from None
 
 
-def parse_float(text: str) -> float:
-    try:
-        return float(text.strip())
-    except ValueError:
-        raise ValueError("expected a number") from None
-
-
 def parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
@@ -94,13 +87,6 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
 
 
-def parse_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"expected JSON ({exc.msg} at position {exc.pos})") from None
-
-
 def parse_list(text: str) -> tuple[str, ...]:
     """A comma-separated list; blanks around items are ignored."""
     items = tuple(item.strip() for item in text.split(",") if item.strip())
@@ -123,6 +109,11 @@ def choice(*allowed: str) -> Callable[[str], str]:
 
 
 # Checks: typed value -> None, or raise ValueError with a short reason.
+
+
+def single_char(value: str) -> None:
+    if len(value) != 1:
+        raise ValueError("expected a single character")
 
 
 def positive(value: float | int | timedelta) -> None:

@@ -2,10 +2,9 @@
 
 A Python worker forked by PySpark's daemon and reused across tasks runs ``gc.collect()`` after
 every task. That pass walks every object the worker holds, and pyspark (with pandas), pyarrow
-and a connector add up to 30-90k objects: 6-20 ms of CPU per task, and up to 90 ms of wall time
-when the five workers of a micro-batch (two reading, two writing, one committing) collect at
-once on two cores. That was more than our file sink's own work per micro-batch, and it slowed
-Spark's offset commit, which runs at that moment.
+and a connector add up to tens of thousands of objects; when the workers of a micro-batch
+collect at once, that costs more than a sink's own work and slows Spark's offset commit, which
+runs at that moment (measured in docs/file-sink.md).
 
 Once our code runs in such a worker, :func:`install` hooks the end of each of the daemon's
 collections: what survives it is live and long-lived (modules, caches), and is frozen

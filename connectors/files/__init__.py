@@ -1,34 +1,25 @@
-"""``connectors.files``: Flink's FileSource and FileSink as the format ``connectors.files``.
+"""``connectors.files``: Flink's FileSource (``source/``, docs/file-source.md) and FileSink
+(``sink/``, docs/file-sink.md) as the format ``connectors.files``."""
 
-Public names are imported on first use, so Spark's registration import stays cheap.
-"""
+from connectors.core.lazy import lazy_exports
 
-from __future__ import annotations
+FORMAT = "connectors.files"
 
-import importlib
-
-# Name -> module defining it.
 _EXPORTS = {
-    # read side (docs/file-source.md)
-    "FileSourceOptions": "connectors.files.source_options",
-    # write side (docs/file-sink.md)
-    "FileSink": "connectors.files.sink",
-    "FileSinkOptions": "connectors.files.sink_options",
-    "OutputFileConfig": "connectors.files.sink_options",
-    "RollingPolicy": "connectors.files.rolling",
-    "DefaultRollingPolicy": "connectors.files.rolling",
-    "OnCheckpointRollingPolicy": "connectors.files.rolling",
-    "DateTimeBucketAssigner": "connectors.files.buckets",
-    "BasePathBucketAssigner": "connectors.files.buckets",
-    "ColumnBucketAssigner": "connectors.files.buckets",
-    "FileSinkListener": "connectors.files.sink_maintenance",
-    "finish": "connectors.files.sink_maintenance",
+    "FileDataSource": "connectors.files.datasource",
+    "FileSourceOptions": "connectors.files.source.options",
+    "FileSink": "connectors.files.sink.foreach_batch",
+    "FileSinkOptions": "connectors.files.sink.options",
+    "OutputFileConfig": "connectors.files.sink.config",
+    "RollingPolicy": "connectors.files.sink.config",
+    "DefaultRollingPolicy": "connectors.files.sink.config",
+    "OnCheckpointRollingPolicy": "connectors.files.sink.config",
+    "DateTimeBucketAssigner": "connectors.files.sink.config",
+    "BasePathBucketAssigner": "connectors.files.sink.config",
+    "ColumnBucketAssigner": "connectors.files.sink.config",
+    "FileSinkListener": "connectors.tools.file_sink",
+    "finish": "connectors.tools.file_sink",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["FORMAT", *_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,9 +1,10 @@
-"""``connectors.files``: Flink's FileSource (source.py) and FileSink (sink.py)."""
+"""``connectors.files``: Flink's FileSource (source/reader.py) and FileSink (sink/writer.py)."""
 
 from connectors.core.datasource import ConnectorDataSource
+from connectors.files import FORMAT
 
 
 class FileDataSource(ConnectorDataSource):
-    format_name = "connectors.files"
-    read_side = "connectors.files.source"
-    write_side = "connectors.files.sink"
+    format_name = FORMAT
+    read_side = "connectors.files.source.reader"
+    write_side = "connectors.files.sink.writer"

@@ -5,25 +5,19 @@
 exactly-once through a progress row committed with each partition's rows. See docs/jdbc.md.
 """
 
-from connectors.core.guarantees import DeliveryGuarantee
-from connectors.jdbc.datasource import JdbcDataSource
-from connectors.jdbc.options import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions, WriteMode
+from connectors.core.lazy import lazy_exports
 
-__all__ = [
-    "DeliveryGuarantee",
-    "JdbcConnectionOptions",
-    "JdbcDataSource",
-    "JdbcExecutionOptions",
-    "JdbcSink",
-    "JdbcSinkOptions",
-    "WriteMode",
-]
+FORMAT = "connectors.jdbc"
 
+_EXPORTS = {
+    "JdbcDataSource": "connectors.jdbc.datasource",
+    "JdbcSink": "connectors.jdbc.foreach_batch",
+    "JdbcSinkOptions": "connectors.jdbc.options",
+    "JdbcConnectionOptions": "connectors.jdbc.options",
+    "JdbcExecutionOptions": "connectors.jdbc.options",
+    "WriteMode": "connectors.jdbc.options",
+    "DeliveryGuarantee": "connectors.core.guarantees",
+}
 
-def __getattr__(name: str):
-    # JdbcSink pulls in pyspark's writer classes: imported on first use, like the format's sides.
-    if name == "JdbcSink":
-        from connectors.jdbc.sink import JdbcSink
-
-        return JdbcSink
-    raise AttributeError(name)
+__all__ = ["FORMAT", *_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,7 +1,7 @@
 """PostgreSQL's binary COPY format, rendered from Arrow in C++ (``pyarrow.compute``).
 
 The server takes binary values without parsing text, which for numbers and timestamps costs it
-2-3x less CPU than CSV. A binary value must however be exactly the column's type (an int8 read as
+less CPU than CSV (docs/jdbc.md). A binary value must however be exactly the column's type (an int8 read as
 a float8 is a wrong number, not an error), so the encoding of each column is chosen from its
 PostgreSQL type when the query starts, and every transaction checks that type again (see
 ``statements.CopyStatement``). Types without an encoding here (json, uuid, arrays, ...) keep CSV.
@@ -14,21 +14,6 @@ import functools
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    TimestampNTZType,
-    TimestampType,
-)
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
 TRAILER = b"\xff\xff"  # a field count of -1 ends the data
@@ -40,42 +25,14 @@ _EPOCH_MICROS = _EPOCH_DAYS * 86_400 * 1_000_000
 @functools.cache
 def _scalars() -> tuple[pa.Scalar, pa.Scalar]:
     """(a null field: length -1, the empty separator), made at the first render: building an
-    Arrow scalar from Python imports pandas (0.4 s), which the driver's Python processes that
+    Arrow scalar from Python imports pandas, which the driver's Python processes that
     plan and commit each micro-batch never need."""
     return pa.scalar(b"\xff\xff\xff\xff", pa.large_binary()), pa.scalar(b"", pa.large_binary())
 
 
-_INTEGRAL_BYTES = {ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8}
-_PG_INT_BYTES = {"int2": 2, "int4": 4, "int8": 8}
 # the big-endian numpy type of each fixed-width encoding
 _DTYPES = {"bool": "u1", "int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8",
            "date": ">i4", "timestamp": ">i8"}  # fmt: skip
-
-
-def binary_format(spark: DataType, base_type: str) -> str | None:
-    """How values of ``spark`` type are sent to a column of PostgreSQL ``base_type``; None: no binary form.
-
-    Only exact or widening pairs: a narrowing one (bigint into int4) stays CSV so that an
-    out-of-range value fails with the server's error rather than being cut.
-    """
-    width = _INTEGRAL_BYTES.get(type(spark))
-    if width is not None:
-        return base_type if _PG_INT_BYTES.get(base_type, 0) >= width else None
-    if isinstance(spark, BooleanType) and base_type == "bool":
-        return "bool"
-    if isinstance(spark, FloatType) and base_type in ("float4", "float8"):
-        return base_type
-    if isinstance(spark, (DoubleType, DecimalType)) and base_type == "float8":
-        return "float8"  # a decimal is rounded as the server rounds its text (_decimal_doubles)
-    if isinstance(spark, DecimalType) and spark.scale >= 0 and base_type == "numeric":
-        return "numeric"  # (a negative scale, allowed only by a legacy setting, stays CSV)
-    if isinstance(spark, StringType) and base_type in ("text", "varchar", "bpchar"):
-        return "text"
-    if isinstance(spark, DateType) and base_type == "date":
-        return "date"
-    if isinstance(spark, (TimestampType, TimestampNTZType)) and base_type in ("timestamp", "timestamptz"):
-        return "timestamp"  # the session is UTC: a zoned value's instant, a plain one's wall time
-    return None
 
 
 def _decimal_words(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -23,8 +23,7 @@ from connectors.core.options import (
     parse_list,
     positive,
 )
-
-SOURCE = "connectors.jdbc"
+from connectors.jdbc import FORMAT
 
 # libpq SSL parameters, accepted as options of the same name (or in the URL).
 SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslpassword")
@@ -100,7 +99,7 @@ class JdbcConnectionOptions(Options):
     ``ApplicationName``, ``currentSchema`` are translated) or a libpq URI ``postgresql://...``.
     """
 
-    source_name = SOURCE
+    source_name = FORMAT
     passthrough_prefixes = ("ssl",)
 
     url: JdbcUrl = option("url", parse_url, doc="jdbc:postgresql://host:port/db or postgresql://...")
@@ -130,7 +129,7 @@ class JdbcConnectionOptions(Options):
             "connect_timeout": self.connection_check_timeout_seconds,
         }
         if "application_name" not in kwargs["dsn"]:
-            kwargs["application_name"] = SOURCE
+            kwargs["application_name"] = FORMAT
         if self.username is not None:
             kwargs["user"] = self.username
         if self.password is not None:
@@ -143,7 +142,7 @@ class JdbcConnectionOptions(Options):
 class JdbcExecutionOptions(Options):
     """How to send rows (Flink's ``JdbcExecutionOptions``, with Flink's defaults)."""
 
-    source_name = SOURCE
+    source_name = FORMAT
 
     batch_size: int = option("batchSize", parse_int, default=5000, checks=[positive], doc="rows per round trip")
     batch_interval_ms: int = option(

@@ -7,31 +7,26 @@ the tasks as plain SQL text; values are only ever sent as COPY data or bound par
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
-from pyspark.sql.types import (
-    BooleanType,
-    ByteType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
-from connectors.jdbc import binary
-from connectors.jdbc.options import SOURCE
-from connectors.jdbc.table import column_base_types
+from connectors.jdbc import FORMAT, binary
+from connectors.jdbc.options import JdbcSinkOptions, WriteMode
+from connectors.jdbc.table import (
+    PgTable,
+    check_columns,
+    column_base_types,
+    load_table,
+    match_columns,
+    parse_table_name,
+)
+from connectors.jdbc.types import binary_format, csv_copyable
 
 _CSV = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
 
@@ -39,17 +34,6 @@ _CSV = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
 class Statement(Protocol):
     def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
         """Send the rows of ``chunks`` (each at most ``batchSize`` rows) in the cursor's open transaction."""
-
-
-_COPYABLE = (
-    BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType,
-    StringType, DateType, TimestampType, TimestampNTZType,
-)  # fmt: skip
-
-
-def copyable(schema: StructType) -> bool:
-    """Whether Arrow's CSV writer renders every column as PostgreSQL's COPY reads it."""
-    return all(isinstance(field.dataType, _COPYABLE) for field in schema.fields)
 
 
 class TableChanged(RuntimeError):
@@ -61,7 +45,7 @@ class CopyStatement:
     """Append with ``COPY ... FROM STDIN``: Arrow renders the rows in C++.
 
     In PostgreSQL's binary format when every column has one (binary.py: the server then parses
-    no text, 2-3x less of its CPU than CSV), else as CSV, where every non-null value is quoted
+    no text, docs/jdbc.md), else as CSV, where every non-null value is quoted
     and nulls are not, which is how COPY tells NULL from ''.
 
     One COPY streams every chunk: the server parses chunk n while Arrow renders chunk n+1,
@@ -69,7 +53,7 @@ class CopyStatement:
     """
 
     sql: str  # COPY ... FROM STDIN WITH (FORMAT csv | binary)
-    binary_formats: tuple[str, ...] = ()  # FORMAT binary: each column's encoding (binary.binary_format)
+    binary_formats: tuple[str, ...] = ()  # FORMAT binary: each column's encoding (types.binary_format)
     table: str = ""  # FORMAT binary: the quoted table name
     base_types: tuple[tuple[str, str], ...] = ()  # FORMAT binary: (column, PostgreSQL type) encoded for
 
@@ -106,7 +90,7 @@ class CopyStatement:
         ]
         if changed:
             raise TableChanged(
-                f"{SOURCE}: table {self.table} changed since the query started ({'; '.join(changed)}): restart the query"
+                f"{FORMAT}: table {self.table} changed since the query started ({'; '.join(changed)}): restart the query"
             )
 
 
@@ -140,7 +124,7 @@ def _render_csv(chunk: pa.Table) -> bytes:
 def _utc_wall_time(chunk: pa.Table) -> pa.Table:
     """``chunk`` with zoned timestamps as their UTC wall time (the same numbers, no zone).
 
-    Arrow formats zoned timestamps through the time zone database, 20x slower than plain ones;
+    Arrow formats zoned timestamps through the time zone database, far slower than plain ones;
     the session's TimeZone is UTC, so the server reads the wall time as the same instant.
     """
     for index, field in enumerate(chunk.schema):
@@ -263,3 +247,102 @@ def parse_named_parameters(text: str) -> ParsedSql:
     numbered = _SQL_TOKENS.sub(lambda m: token(m, True), text)
     return ParsedSql(psycopg, numbered, tuple(names), tuple(distinct))
 
+
+# ---------------------------------------------------------------------------------------------
+# Planning: the statement for the options and the input, checked against the server once, when
+# the query starts.
+
+
+def plan_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tuple[Statement, str]:
+    """The statement that writes ``schema``'s rows as the options say, and the target's name."""
+    if config.sql is not None:
+        return _custom_statement(config, schema, cursor), "sql:" + hashlib.sha256(config.sql.encode()).hexdigest()[:16]
+    return _table_statement(config, schema, cursor)
+
+
+def _load(config: JdbcSinkOptions, cursor) -> PgTable:
+    try:
+        parts = parse_table_name(config.dbtable or "")
+    except ValueError as exc:
+        raise config.error("dbtable", str(exc)) from None
+    table = load_table(cursor, parts)
+    if table is None:
+        raise config.error("dbtable", "no such table (create it first; the search_path decides unqualified names)")
+    return table
+
+
+def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tuple[Statement, str]:
+    from psycopg2 import sql
+
+    table = _load(config, cursor)
+    columns, problems = check_columns(table, schema, require_all=True)
+    if problems:
+        raise config.error("dbtable", "the input does not fit the table: " + "; ".join(problems))
+    target = sql.Identifier(*table.qualified)
+    column_list = sql.SQL(", ").join(map(sql.Identifier, columns))
+    name = target.as_string(cursor)
+    if config.mode is WriteMode.APPEND:
+        if csv_copyable(schema):
+            base_types = {column.name: column.base_type for column in table.columns}
+            formats = tuple(binary_format(f.dataType, base_types[c]) for f, c in zip(schema.fields, columns))
+            if all(formats):
+                copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT binary)").format(target, column_list)
+                planned = tuple((c, base_types[c]) for c in columns)
+                return CopyStatement(copy.as_string(cursor), formats, name, planned), name  # type: ignore[arg-type]
+            copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(target, column_list)
+            return CopyStatement(copy.as_string(cursor)), name
+        insert = sql.SQL("INSERT INTO {} ({}) VALUES %s").format(target, column_list)
+        return InsertStatement(insert.as_string(cursor)), name
+    keys = _upsert_keys(config, table, schema, columns)
+    updates = [c for c in columns if c not in keys]
+    action = (
+        sql.SQL("DO UPDATE SET {}").format(
+            sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates)
+        )
+        if updates
+        else sql.SQL("DO NOTHING")
+    )
+    upsert = sql.SQL("INSERT INTO {} ({}) VALUES %s ON CONFLICT ({}) {}").format(
+        target, column_list, sql.SQL(", ").join(map(sql.Identifier, keys)), action
+    )
+    return InsertStatement(upsert.as_string(cursor), tuple(columns.index(k) for k in keys)), name
+
+
+def _upsert_keys(config: JdbcSinkOptions, table: PgTable, schema: StructType, columns: list[str]) -> list[str]:
+    """The table column names of the upsert's conflict key, checked against a unique index."""
+    if config.key_columns is None:
+        if not table.primary_key:
+            raise config.error("keyColumns", "required for upsert: the table has no primary key")
+        wanted = list(table.primary_key)
+        mapping, missing = match_columns(wanted, columns)
+    else:
+        wanted = list(config.key_columns)
+        by_input, missing = match_columns(wanted, schema.names)
+        mapping = {key: columns[schema.names.index(name)] for key, name in by_input.items()}
+    if missing:
+        raise config.error(
+            "keyColumns", f"key column(s) {', '.join(missing)} not in the input (columns: {', '.join(schema.names)})"
+        )
+    keys = [mapping[key] for key in wanted]
+    if frozenset(keys) not in table.unique_keys:
+        raise config.error(
+            "keyColumns", f"no primary key or unique index on exactly ({', '.join(keys)}), which ON CONFLICT needs"
+        )
+    return keys
+
+
+def _custom_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> Statement:
+    import psycopg2
+
+    parsed = parse_named_parameters(config.sql or "")
+    mapping, unknown = match_columns(list(parsed.distinct), schema.names)
+    if unknown:
+        unknown_list, columns = ", ".join(":" + name for name in unknown), ", ".join(schema.names)
+        raise config.error("sql", f"parameter(s) {unknown_list} name no input column (columns: {columns})")
+    try:  # let the server parse and plan it now rather than in the first task
+        cursor.execute(f"PREPARE connectors_jdbc_check AS {parsed.numbered}")
+    except psycopg2.Error as exc:
+        raise config.error("sql", f"PostgreSQL rejects the statement: {(exc.diag.message_primary or str(exc)).strip()}") from None
+    cursor.execute("DEALLOCATE connectors_jdbc_check")
+    indexes = tuple(schema.names.index(mapping[name]) for name in parsed.names)
+    return CustomStatement(parsed.psycopg, indexes, config.batch_size)

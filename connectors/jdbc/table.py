@@ -11,25 +11,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
+
+from connectors.jdbc.types import accepts
 
 _QUALIFIED_PART = re.compile(r'\s*(?:"((?:[^"]|"")+)"|([^".\s]+))\s*(\.|$)')
 
@@ -128,39 +112,6 @@ def column_base_types(cursor, table: str, columns: list[str]) -> dict[str, str]:
     """Column name -> base type name (a domain's base type) of those of ``columns`` that ``table`` (quoted) has."""
     cursor.execute(_BASE_TYPES, (table, columns))
     return dict(cursor.fetchall())
-
-
-# ---------------------------------------------------------------------------------------------
-# Type compatibility: which PostgreSQL base types a Spark type may be written to. Strings go to
-# textual types only (text, json, uuid, enums, inet, interval...), not to numbers or dates: a
-# cast in Spark is explicit, a failed parse in the middle of a batch is not.
-
-_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
-_TEXTUAL_CATEGORIES = frozenset("SUEITVG")  # string, user-defined (json, uuid), enum, network, timespan, bit, geometric
-
-
-def accepts(spark: DataType, base_type: str, category: str, element: tuple[str | None, str | None] = (None, None)) -> bool:
-    """Whether values of Spark type ``spark`` can be written to a column of this PostgreSQL type."""
-    if isinstance(spark, BooleanType):
-        return base_type == "bool"
-    if isinstance(spark, (*_INTEGRAL, DecimalType)):
-        return category == "N"
-    if isinstance(spark, (FloatType, DoubleType)):
-        return base_type in ("float4", "float8", "numeric")
-    if isinstance(spark, StringType):
-        return category in _TEXTUAL_CATEGORIES and base_type != "bytea"
-    if isinstance(spark, BinaryType):
-        return base_type == "bytea"
-    if isinstance(spark, DateType):
-        return base_type in ("date", "timestamp", "timestamptz")
-    if isinstance(spark, (TimestampType, TimestampNTZType)):
-        return base_type in ("timestamp", "timestamptz")
-    if isinstance(spark, ArrayType):
-        element_type, element_category = element
-        return category == "A" and element_type is not None and accepts(spark.elementType, element_type, element_category or "")
-    if isinstance(spark, (StructType, MapType)):
-        return base_type in ("json", "jsonb")
-    return False
 
 
 def match_columns(input_names: list[str], available: list[str]) -> tuple[dict[str, str], list[str]]:

@@ -1,269 +1,159 @@
-"""One Spark partition into PostgreSQL: chunking, transactions, retries, exactly-once skip.
+"""The write side of ``connectors.jdbc`` (``df.write`` and ``df.writeStream``).
 
-``exactly-once`` and ``at-least-once`` write a partition in ONE transaction, so a failure never
-leaves part of it behind (a constraint violation rolls all of it back). ``exactly-once`` also
-commits a progress row in that transaction and skips keys already committed. ``none`` is Flink's
-plain JdbcSink: every chunk commits on its own.
+``writer()`` / ``stream_writer()`` run on the driver when a query (or micro-batch) starts: they
+parse the options, connect, check the input against the table, build the statement and create
+the progress table, so every configuration mistake fails there with a clear message. Tasks then
+run :class:`~connectors.jdbc.task_writer.PartitionWriter`; ``commit()`` on the driver prunes the
+progress rows no re-execution can need any more.
 
-On a transient error (connection lost, server restarting, serialization failure, deadlock) the
-transaction is retried on a new connection, up to ``maxRetries`` times with back-off; the
-partition's chunks already sent are kept (Arrow, in memory) so the retry can resend them.
+Spark calls ``stream_writer()`` again for every micro-batch, and once more to get an instance to
+``commit()`` on, in driver-side Python workers that it reuses: planning borrows the worker's idle
+connection, so the check costs a few round trips rather than a connect each time. The plan itself
+is not cached: a query restarted after its table was fixed must see the table as it is now.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import logging
-import os
-import time
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+from pyspark.sql.types import StructType
 
+from connectors.core.commit import current_task
 from connectors.core.guarantees import DeliveryGuarantee
-from connectors.core.retry import retry
-from connectors.jdbc.options import SOURCE, JdbcConnectionOptions, JdbcExecutionOptions
-from connectors.jdbc.progress import ProgressKey, ProgressTable
-from connectors.jdbc.statements import Statement
+from connectors.core.options import OptionError
+from connectors.jdbc import FORMAT
+from connectors.jdbc.exactly_once import ProgressKey, ProgressTable
+from connectors.jdbc.options import JdbcSinkOptions
+from connectors.jdbc.statements import plan_statement
+from connectors.jdbc.table import parse_table_name
+from connectors.jdbc.task_writer import (
+    JdbcCommitMessage,
+    PartitionWriter,
+    WritePlan,
+    borrow,
+    release,
+)
 
 log = logging.getLogger(__name__)
 
-# SQLSTATEs worth a retry on a new connection: connection exceptions (class 08), the server
-# shutting down or starting (57P0x), too many connections, serialization failure, deadlock.
-_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+
+def writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+    return JdbcBatchWriter(*plan_write(options, schema, overwrite))
 
 
-class JdbcWriteError(RuntimeError):
-    """Writing failed for a reason a retry cannot fix (constraint, data, permission, ...)."""
+def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+    return JdbcStreamWriter(*plan_write(options, schema, overwrite))
 
 
-def is_transient(exc: BaseException) -> bool:
+def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> tuple[JdbcSinkOptions, WritePlan, str]:
+    """Validate everything against the server; returns the options, the plan, and the target's name."""
+    config = JdbcSinkOptions.from_options(options)
+    if overwrite:
+        raise OptionError(FORMAT, "mode", "overwrite", "only appending writes are supported (save/output mode append)")
     import psycopg2
 
-    if not isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)):
-        return False
-    code = getattr(exc, "pgcode", None)
-    return code is None or code.startswith(_TRANSIENT_STATES)  # no code: libpq lost the connection
-
-
-def describe(exc: BaseException, target: str) -> str:
-    """A one-paragraph error for ``exc``, naming the constraint or column PostgreSQL reported."""
-    import psycopg2
-
-    if not isinstance(exc, psycopg2.Error):
-        return f"{SOURCE}: writing to {target} failed: {exc}"
-    diag = exc.diag
-    what = "constraint violation" if isinstance(exc, psycopg2.IntegrityError) else "error"
-    text = f"{SOURCE}: writing to {target} failed ({what}"
-    text += f", constraint \"{diag.constraint_name}\"" if diag.constraint_name else ""
-    text += f", column \"{diag.column_name}\"" if diag.column_name else ""
-    text += f", SQLSTATE {exc.pgcode}): " if exc.pgcode else "): "
-    text += (diag.message_primary or str(exc)).strip().rstrip(".")
-    text += f". {diag.message_detail.strip().rstrip('.')}" if diag.message_detail else ""
-    return text + ". The partition's transaction was rolled back."
-
-
-@dataclasses.dataclass(frozen=True)
-class WritePlan:
-    """Everything a task needs, built and checked on the driver; pickled to the tasks."""
-
-    connection: JdbcConnectionOptions
-    execution: JdbcExecutionOptions
-    statement: Statement
-    target: str  # for messages
-    guarantee: DeliveryGuarantee
-    progress: ProgressTable | None  # exactly-once only
-
-
-@dataclasses.dataclass(frozen=True)
-class JdbcCommitMessage(WriterCommitMessage):
-    key: ProgressKey | None
-    rows: int
-    skipped: bool  # committed by an earlier attempt
-
-
-def connect(options: JdbcConnectionOptions):
-    """A psycopg2 connection in UTC, so timestamps land the same through COPY and INSERT."""
-    import psycopg2
-
-    connection = psycopg2.connect(**options.connect_kwargs())
-    with connection.cursor() as cursor:
-        cursor.execute("SET TIME ZONE 'UTC'")
-    connection.commit()
-    return connection
-
-
-# One idle connection per process and connection options: Spark reuses its Python workers for
-# the next task, which then skips a connect (a backend start and authentication, 10-30 ms).
-_idle: dict[tuple, tuple[int, object]] = {}
-
-
-def _idle_key(options: JdbcConnectionOptions) -> tuple:
-    return tuple(sorted((key, str(value)) for key, value in options.connect_kwargs().items()))
-
-
-def borrow(options: JdbcConnectionOptions):
-    """This process's idle connection if it still answers (Flink's ``isValid`` check), else a new one."""
-    import psycopg2
-
-    pid, connection = _idle.pop(_idle_key(options), (None, None))
-    if connection is not None and pid == os.getpid():  # never a connection inherited through fork
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            connection.rollback()
-            return connection
-        except psycopg2.Error:
-            discard(connection)
-    return connect(options)
-
-
-def release(connection, options: JdbcConnectionOptions) -> None:
-    """Keep ``connection`` as this process's idle one if no transaction is open on it, else close it."""
-    import psycopg2.extensions
-
-    if connection.closed or connection.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
-        discard(connection)
-        return
-    previous = _idle.get(_idle_key(options))
-    _idle[_idle_key(options)] = (os.getpid(), connection)
-    if previous is not None:
-        discard(previous[1])
-
-
-def discard(connection) -> None:
     try:
-        connection.close()
-    except Exception:  # already broken: nothing to release
-        pass
+        connection = borrow(config.connection)
+    except psycopg2.Error as exc:
+        raise config.error("url", f"cannot connect: {str(exc).strip()}") from None
+    try:
+        with connection.cursor() as cursor:
+            statement, name = plan_statement(config, schema, cursor)
+        connection.rollback()
+        progress = None
+        if config.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            progress = ProgressTable(_quoted(config, "progressTable", config.progress_table, connection))
+            progress.create(connection)
+    finally:
+        release(connection, config.connection)  # closed instead if a failed check left it unusable
+    target = f"table {name}" if config.sql is None else "the custom sql statement"
+    plan = WritePlan(config.connection, config.execution, statement, target, config.delivery_guarantee, progress)
+    return config, plan, name
 
 
-def chunks(batches: Iterator[pa.RecordBatch], size: int, interval_ms: int) -> Iterator[pa.Table]:
-    """Flink's buffering: a chunk every ``size`` rows, or when ``interval_ms`` passed since the last."""
-    buffer: list[pa.RecordBatch] = []
-    buffered, last = 0, time.monotonic()
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        buffer.append(batch)
-        buffered += batch.num_rows
-        while buffered >= size:
-            table = pa.Table.from_batches(buffer)
-            yield table.slice(0, size)
-            buffer, buffered, last = table.slice(size).to_batches(), buffered - size, time.monotonic()
-        if interval_ms and buffered and (time.monotonic() - last) * 1000 >= interval_ms:
-            yield pa.Table.from_batches(buffer)
-            buffer, buffered, last = [], 0, time.monotonic()
-    if buffered:
-        yield pa.Table.from_batches(buffer)
+def _quoted(config: JdbcSinkOptions, option_name: str, text: str, connection) -> str:
+    from psycopg2 import sql
+
+    try:
+        return sql.Identifier(*parse_table_name(text)).as_string(connection)
+    except ValueError as exc:
+        raise config.error(option_name, str(exc)) from None
 
 
-def _kept(chunks: Iterator[pa.Table], sent: list[pa.Table]) -> Iterator[pa.Table]:
-    """Pass ``chunks`` on, keeping each in ``sent`` first so a retry can send it again."""
-    for chunk in chunks:
-        sent.append(chunk)
-        yield chunk
+class _JdbcWriter:
+    """What the batch and the streaming writer share: the write itself and progress pruning."""
 
-
-def _without_first(chunks: list[pa.Table], count: int) -> Iterator[pa.Table]:
-    """``chunks`` less their first ``count`` rows."""
-    for chunk in chunks:
-        if count >= chunk.num_rows:
-            count -= chunk.num_rows
-            continue
-        yield chunk.slice(count)
-        count = 0
-
-
-class PartitionWriter:
-    """Writes one partition's rows; one instance per task."""
-
-    def __init__(self, plan: WritePlan, key: ProgressKey | None):
+    def __init__(self, config: JdbcSinkOptions, plan: WritePlan, target_name: str):
         self.plan = plan
-        self.key = key if plan.guarantee is DeliveryGuarantee.EXACTLY_ONCE else None
-        self._connection = None
+        self.sink_id = config.sink_id
+        self.target_name = target_name
+        self.write_id = uuid.uuid4().hex  # names this writer when no query id or sink id does
 
-    def write(self, batches: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
-        execution = self.plan.execution
-        pending = chunks(batches, execution.batch_size, execution.batch_interval_ms)
-        first = next(pending, None)
-        if first is None:  # an empty partition needs no connection (and no progress row)
-            return JdbcCommitMessage(self.key, 0, skipped=False)
-        pending = itertools.chain([first], pending)
+    def _write(self, batches: Iterator[pa.RecordBatch], batch_id: int, sink_id: str) -> JdbcCommitMessage:
+        key = ProgressKey(sink_id, batch_id, current_task().partition_id)
+        return PartitionWriter(self.plan, key).write(batches)
+
+    def _forget(self, messages: list[JdbcCommitMessage | None], before_batch: int | None) -> None:
+        """Prune progress rows; a failure only leaves rows that the next commit prunes."""
+        import psycopg2
+
+        sink_ids = {m.key.sink_id for m in messages if m is not None and m.key is not None}
+        if self.plan.progress is None or not sink_ids:
+            return
         try:
-            if self.plan.guarantee is DeliveryGuarantee.NONE:
-                rows = sum(self._retrying(lambda chunk=chunk: self._commit_chunk(chunk)) for chunk in pending)
-                message = JdbcCommitMessage(self.key, rows, skipped=False)
-            else:
-                sent: list[pa.Table] = []
-                message = self._retrying(lambda: self._commit_partition(sent, pending))
-        except BaseException:
-            self._close()
-            raise
-        release(self._connection, self.plan.connection)  # kept for the next task in this worker
-        self._connection = None
-        return message
-
-    def _retrying(self, attempt):
+            connection = borrow(self.plan.connection)
+        except psycopg2.Error as exc:
+            log.warning("%s: could not prune the progress table: %s", FORMAT, exc)
+            return
         try:
-            return retry(
-                attempt, attempts=self.plan.execution.max_retries + 1, retry_on=is_transient,
-                what=f"{SOURCE}: writing to {self.plan.target}", before_retry=lambda _: self._close(),
-            )  # fmt: skip
-        except Exception as exc:
-            import psycopg2
+            for sink_id in sink_ids:
+                self.plan.progress.forget(connection, sink_id, before_batch)
+        except psycopg2.Error as exc:
+            log.warning("%s: could not prune the progress table: %s", FORMAT, exc)
+        finally:
+            release(connection, self.plan.connection)  # closed instead when the error broke it
 
-            if isinstance(exc, psycopg2.Error):
-                raise JdbcWriteError(describe(exc, self.plan.target)) from exc
-            raise
+    @staticmethod
+    def _log(messages: list[JdbcCommitMessage | None], what: str) -> None:
+        done = [m for m in messages if m is not None]
+        log.info("%s: %s: %d rows written, %d partitions skipped as already committed",
+                 FORMAT, what, sum(m.rows for m in done if not m.skipped), sum(m.skipped for m in done))
 
-    def _cursor(self):
-        if self._connection is None:
-            self._connection = borrow(self.plan.connection)
-        return self._connection.cursor()
 
-    def _commit_chunk(self, chunk: pa.Table) -> int:
-        with self._cursor() as cursor:
-            self.plan.statement.send(cursor, [chunk])
-        self._connection.commit()
-        return chunk.num_rows
+class JdbcBatchWriter(_JdbcWriter, DataSourceArrowWriter):
+    """``df.write``: each partition in one transaction; progress rows guard task retries."""
 
-    def _commit_partition(self, sent: list[pa.Table], pending: Iterator[pa.Table]) -> JdbcCommitMessage:
-        """One attempt: resend what earlier attempts sent, send the rest, commit with the progress row."""
-        progress = self.plan.progress
-        with self._cursor() as cursor:
-            committed = progress.claim(cursor, self.key) if self.key is not None and progress is not None else None
-            if committed is None:
-                chunks: Iterable[pa.Table] = itertools.chain(list(sent), _kept(pending, sent))
-            else:
-                for _ in _kept(pending, sent):  # the whole partition decides what is missing
-                    pass
-                rows = sum(chunk.num_rows for chunk in sent)
-                if rows == committed:
-                    self._connection.rollback()
-                    log.info("%s: %s already committed (%d rows); skipped", SOURCE, self.key, rows)
-                    return JdbcCommitMessage(self.key, rows, skipped=True)
-                if rows < committed:
-                    raise JdbcWriteError(
-                        f"{SOURCE}: {self.key} was committed with {committed} rows, but its re-execution has "
-                        f"{rows}: the input of a re-executed batch must be deterministic for exactly-once "
-                        "(see docs/jdbc.md)"
-                    )
-                # Spark ends a writer's input early, as if complete, when an upstream operator fails:
-                # an earlier attempt committed a prefix. Write exactly the rows it did not.
-                log.warning("%s: %s: an earlier attempt committed %d of %d rows; writing the rest",
-                            SOURCE, self.key, committed, rows)
-                chunks = _without_first(sent, committed)
-            self.plan.statement.send(cursor, chunks)
-            rows = sum(chunk.num_rows for chunk in sent)
-            if self.key is not None and progress is not None:
-                progress.record(cursor, self.key, rows)
-        self._connection.commit()
-        return JdbcCommitMessage(self.key, rows, skipped=False)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
+        return self._write(iterator, 0, f"{self.sink_id or 'batch'}:{self.write_id}")
 
-    def _close(self) -> None:
-        if self._connection is not None:
-            discard(self._connection)
-            self._connection = None
+    def commit(self, messages: list[JdbcCommitMessage | None]) -> None:
+        self._log(messages, "batch write committed")
+        self._forget(messages, None)
+
+    def abort(self, messages: list[JdbcCommitMessage | None]) -> None:
+        self._log(messages, "batch write aborted (partitions already committed stay)")
+
+
+class JdbcStreamWriter(_JdbcWriter, DataSourceStreamArrowWriter):
+    """``df.writeStream``: progress rows keyed by (sink id, batch id, partition)."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
+        task = current_task()
+        if self.sink_id is not None:
+            sink_id = self.sink_id
+        elif task.query_id is not None:
+            sink_id = f"{task.query_id}:{self.target_name}"
+        else:  # foreachBatch called by hand: only task retries can be recognised
+            sink_id = self.write_id
+        return self._write(iterator, task.batch_id if task.batch_id is not None else 0, sink_id)
+
+    def commit(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
+        self._log(messages, f"batch {batchId} committed")
+        self._forget(messages, batchId)
+
+    def abort(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
+        self._log(messages, f"batch {batchId} aborted (committed partitions are skipped when it runs again)")

@@ -1,9 +1,10 @@
-"""``connectors.kafka``: Spark's ``kafka`` format: the read side in source.py, the write side in sink.py."""
+"""``connectors.kafka``: Spark's ``kafka`` format: the read side in source/reader.py, the write side in sink/writer.py."""
 
 from connectors.core.datasource import ConnectorDataSource
+from connectors.kafka import FORMAT
 
 
 class KafkaDataSource(ConnectorDataSource):
-    format_name = "connectors.kafka"
-    read_side = "connectors.kafka.source"
-    write_side = "connectors.kafka.sink"
+    format_name = FORMAT
+    read_side = "connectors.kafka.source.reader"
+    write_side = "connectors.kafka.sink.writer"

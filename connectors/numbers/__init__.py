@@ -1,6 +1,13 @@
 """``connectors.numbers``: Flink's NumberSequenceSource (batch and streaming)."""
 
-from connectors.numbers.options import NumberSequenceOptions
-from connectors.numbers.datasource import NumberSequenceDataSource
+from connectors.core.lazy import lazy_exports
 
-__all__ = ["NumberSequenceDataSource", "NumberSequenceOptions"]
+FORMAT = "connectors.numbers"
+
+_EXPORTS = {
+    "NumberSequenceDataSource": "connectors.numbers.datasource",
+    "NumberSequenceOptions": "connectors.numbers.options",
+}
+
+__all__ = ["FORMAT", *_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

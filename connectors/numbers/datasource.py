@@ -1,8 +1,9 @@
-"""``connectors.numbers``: Flink's NumberSequenceSource (source.py); read only."""
+"""``connectors.numbers``: Flink's NumberSequenceSource (reader.py); read only."""
 
 from connectors.core.datasource import ConnectorDataSource
+from connectors.numbers import FORMAT
 
 
 class NumberSequenceDataSource(ConnectorDataSource):
-    format_name = "connectors.numbers"
-    read_side = "connectors.numbers.source"
+    format_name = FORMAT
+    read_side = "connectors.numbers.reader"

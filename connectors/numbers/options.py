@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 from connectors.core.options import Options, option, parse_int, positive
+from connectors.numbers import FORMAT
 
 
 @dataclasses.dataclass(frozen=True)
 class NumberSequenceOptions(Options):
     """The longs ``start`` to ``end``, both inclusive, as Flink's ``NumberSequenceSource(from, to)``."""
 
-    source_name = "connectors.numbers"
+    source_name = FORMAT
 
     end: int = option("end", parse_int, doc="last number, inclusive (required)")
     start: int = option("start", parse_int, default=0, doc="first number")

@@ -92,8 +92,8 @@ def write_task(options, batch, batches, partition=0):
     from pyspark.sql.types import StringType, StructField, StructType
 
     from connectors.kafka import KafkaSinkOptions
-    from connectors.kafka.sink_records import RecordLayout
-    from connectors.kafka.sink_transactions import WorkUnit, write_exactly_once
+    from connectors.kafka.sink.exactly_once import WorkUnit, write_exactly_once
+    from connectors.kafka.sink.records import RecordLayout
 
     config = KafkaSinkOptions.from_options(options)
     layout = RecordLayout.of(StructType([StructField("value", StringType())]), config.topic)

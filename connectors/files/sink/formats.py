@@ -1,0 +1,103 @@
+"""Encoders of the file sink: Arrow batches to the bytes of a part file.
+
+Row formats (text, csv, json lines) encode each batch to self-contained bytes, so a part can grow
+by appending across micro-batches and any committed prefix is a valid file; with gzip each append
+is one gzip member (concatenated members are a valid gzip stream for every reader). Parquet is a
+bulk format: one writer per part file, closed when the part rolls (at every micro-batch).
+A csv header is written once, at the start of a part, as bytes of its own (one gzip member with
+gzip), so compaction can leave it out of every part but the first.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from typing import BinaryIO, Protocol
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+from connectors.core.options import OptionError
+from connectors.files import FORMAT
+
+
+class PartEncoder(Protocol):
+    def write(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self) -> None:
+        """Flush what the encoder buffers (the underlying file stays open)."""
+
+
+_GZIP_LEVEL = 6
+
+
+def _compressed(data: bytes, codec: str) -> bytes:
+    # mtime=0: the same bytes give the same member, so a header's length is known in advance
+    return gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0) if codec == "gzip" else data
+
+
+class RowEncoder:
+    """text / csv / json lines, optionally gzip: bytes are written as each batch arrives."""
+
+    def __init__(self, handle: BinaryIO, file_format: str, codec: str, sep: str):
+        self.handle, self.file_format, self.codec, self.sep = handle, file_format, codec, sep
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.sep), self.codec))
+
+    def close(self) -> None:
+        pass
+
+
+class ParquetEncoder:
+    def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
+        self.writer = pq.ParquetWriter(handle, schema, compression=codec)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.writer.write_batch(batch)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, sep: str) -> PartEncoder:
+    if file_format == "parquet":
+        return ParquetEncoder(handle, schema, codec)
+    return RowEncoder(handle, file_format, codec, sep)
+
+
+def csv_header(columns: list[str], sep: str, codec: str) -> bytes:
+    """The bytes a csv part starts with: the column names as one line (one gzip member)."""
+    empty = pa.table([pa.array([], pa.string()) for _ in columns], names=columns)
+    out = io.BytesIO()
+    pacsv.write_csv(empty, out, pacsv.WriteOptions(include_header=True, delimiter=sep))
+    return _compressed(out.getvalue(), codec)
+
+
+def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
+    if file_format == "text":
+        lines = batch.column(0).fill_null("").to_pylist()
+        return "".join(line + "\n" for line in lines).encode()
+    if file_format == "csv":
+        out = io.BytesIO()
+        pacsv.write_csv(batch, out, pacsv.WriteOptions(include_header=False, delimiter=sep))
+        return out.getvalue()
+    text = batch.to_pandas().to_json(orient="records", lines=True, date_format="iso", date_unit="us")
+    return (text if text.endswith("\n") else text + "\n").encode()
+
+
+def check_schema(schema: StructType, file_format: str, data_columns: list[str]) -> None:
+    """Reject at query start what a format cannot hold (Spark's text/csv sinks have the same rules)."""
+    fields = [f for f in schema.fields if f.name in data_columns]
+    if file_format == "text" and (len(fields) != 1 or not isinstance(fields[0].dataType, StringType)):
+        shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
+        raise OptionError(FORMAT, "fileFormat", "text", f"needs exactly one string column, got [{shown}]")
+    if file_format == "csv":
+        for field in fields:
+            if isinstance(field.dataType, (StructType, ArrayType, MapType)):
+                raise OptionError(
+                    FORMAT, "fileFormat", "csv",
+                    f"cannot hold column {field.name!r} of type {field.dataType.simpleString()}",
+                )  # fmt: skip

@@ -1,0 +1,172 @@
+"""Options of the ``connectors.files`` sink (Flink's FileSink, with Spark's spelling of shared names)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any, Protocol
+
+from connectors.core.filesystem import STORAGE_OPTIONS, parse_storage_options
+from connectors.core.options import (
+    OptionError,
+    Options,
+    choice,
+    option,
+    parse_bool,
+    parse_duration,
+    parse_size,
+    positive,
+    single_char,
+)
+from connectors.files import FORMAT
+from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone, strftime_pattern
+from connectors.files.sink.rolling import (
+    DEFAULT_INTERVAL,
+    DEFAULT_PART_SIZE,
+    RollingRules,
+)
+
+ROW_FORMATS = ("text", "csv", "json")
+BULK_FORMATS = ("parquet",)
+PARQUET_CODECS = ("none", "snappy", "gzip", "zstd")
+
+
+def _pattern(text: str) -> str:
+    strftime_pattern(text)
+    return text
+
+
+def _no_separator(text: str) -> None:
+    if "/" in text or "\\" in text:
+        raise ValueError("must not contain a path separator")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSinkOptions(Options):
+    """The sink's options; ``path`` is the base path (``save(path)`` or ``option("path", ...)``)."""
+
+    source_name = FORMAT
+
+    path: str = option("path", doc="base path: a local directory or an fsspec URL such as s3://bucket/dir (required)")
+    file_format: str = option(
+        "fileFormat", choice(*ROW_FORMATS, *BULK_FORMATS), doc="text | csv | json (JSON lines) | parquet (required)"
+    )
+    compression: str | None = option(
+        "compression", choice(*PARQUET_CODECS), default=None,
+        doc="row formats: none (default) or gzip; parquet: snappy (default), gzip, zstd or none",
+    )
+    header: bool = option("header", parse_bool, default=False, doc="csv: start each part file with the column names")
+    sep: str | None = option("sep", default=None, checks=[single_char], doc="csv field separator (default ,)")
+    delimiter: str | None = option("delimiter", default=None, checks=[single_char], doc="alias of sep")
+    auto_compaction: bool | None = option(
+        "autoCompaction", parse_bool, default=None,
+        doc="row formats: parts of a bucket that roll together are published as one file of at most partSize "
+            "(default true; parquet: false only)",
+    )
+    part_prefix: str = option("partPrefix", default="part", checks=[_no_separator], doc="OutputFileConfig part prefix")
+    part_suffix: str = option(
+        "partSuffix", default="", checks=[_no_separator], doc="OutputFileConfig part suffix, e.g. .json or .csv.gz"
+    )
+    rolling_policy: str | None = option(
+        "rollingPolicy", choice("default", "onCheckpoint"), default=None,
+        doc="default (row formats' default) or onCheckpoint (parquet's default and only choice)",
+    )
+    part_size: int | None = option(
+        "partSize", parse_size, default=None, checks=[positive], doc="default policy: roll at this size (128MB)"
+    )
+    rollover_interval: timedelta | None = option(
+        "rolloverInterval", parse_duration, default=None, checks=[positive],
+        doc="default policy: roll a part open this long (60s)",
+    )
+    inactivity_interval: timedelta | None = option(
+        "inactivityInterval", parse_duration, default=None, checks=[positive],
+        doc="default policy: roll a part not written for this long (60s)",
+    )
+    bucket_check_interval: timedelta = option(
+        "bucketCheckInterval", parse_duration, default=timedelta(seconds=60), checks=[positive],
+        doc="how often FileSinkListener checks time-based rolling while the query runs",
+    )
+    bucket_assigner: str = option(
+        "bucketAssigner", choice("dateTime", "basePath", "column"), default="dateTime",
+        doc="dateTime (processing time), basePath (no sub-directories) or column (column=value directories)",
+    )
+    bucket_format: str = option("bucketFormat", _pattern, default=DEFAULT_FORMAT, doc="dateTime: directory name pattern")
+    bucket_time_zone: str = option("bucketTimeZone", parse_zone, default="UTC", doc="dateTime: time zone (IANA name)")
+    bucket_column: str | None = option("bucketColumn", default=None, doc="column: the column naming the bucket")
+    storage_options: dict[str, Any] | None = option(
+        STORAGE_OPTIONS, parse_storage_options, default=None, secret=True,
+        doc="JSON object of fsspec filesystem arguments (endpoint, credentials)",
+    )
+
+    def validate(self) -> None:
+        if not self.path.strip():
+            raise self.error("path", "must not be empty")
+        bulk = self.file_format in BULK_FORMATS
+        if bulk and self.rolling_policy == "default":
+            raise self.error(
+                "rollingPolicy", f"fileFormat {self.file_format!r} is a bulk format: only onCheckpoint is allowed"
+            )
+        if self.rolling_policy_name == "onCheckpoint":
+            for name, value in (("partSize", self.part_size), ("rolloverInterval", self.rollover_interval),
+                                ("inactivityInterval", self.inactivity_interval)):  # fmt: skip
+                if value is not None:
+                    raise self.error(name, "applies only to rollingPolicy default, not onCheckpoint")
+        if self.compression is not None and not bulk and self.compression not in ("none", "gzip"):
+            raise self.error("compression", f"row format {self.file_format!r} takes none or gzip")
+        for name, value in (("header", self.header or None), ("sep", self.sep), ("delimiter", self.delimiter)):
+            if value is not None and self.file_format != "csv":
+                raise self.error(name, f"applies only to fileFormat csv, not {self.file_format}")
+        if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
+            raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
+        if self.auto_compaction and bulk:
+            raise self.error(
+                "autoCompaction", f"fileFormat {self.file_format!r} is a bulk format: parts cannot be concatenated"
+            )
+        if self.bucket_assigner == "column" and not self.bucket_column:
+            raise self.error("bucketAssigner", "column needs the option bucketColumn")
+        if self.bucket_column and self.bucket_assigner != "column":
+            raise self.error("bucketColumn", f"applies only to bucketAssigner column, not {self.bucket_assigner}")
+
+    @property
+    def rolling_policy_name(self) -> str:
+        return self.rolling_policy or ("onCheckpoint" if self.file_format in BULK_FORMATS else "default")
+
+    @property
+    def separator(self) -> str:
+        return self.sep or self.delimiter or ","
+
+    @property
+    def compacts(self) -> bool:
+        """Whether parts rolling together in one bucket are concatenated into one file."""
+        return self.file_format not in BULK_FORMATS and self.auto_compaction is not False
+
+    @property
+    def codec(self) -> str:
+        """The effective compression: ``none``/``gzip`` for row formats, a parquet codec otherwise."""
+        return self.compression or ("snappy" if self.file_format in BULK_FORMATS else "none")
+
+    @property
+    def rules(self) -> RollingRules:
+        return RollingRules(
+            on_checkpoint=self.rolling_policy_name == "onCheckpoint",
+            part_size=self.part_size or DEFAULT_PART_SIZE,
+            rollover_seconds=(self.rollover_interval or DEFAULT_INTERVAL).total_seconds(),
+            inactivity_seconds=(self.inactivity_interval or DEFAULT_INTERVAL).total_seconds(),
+        )
+
+
+class TypedConfig(Protocol):
+    """A typed config with Flink's name (``config.py``): it renders to the sink's options."""
+
+    def to_options(self) -> dict[str, str]: ...
+
+
+def validate_config(config: TypedConfig) -> None:
+    """Check a typed config's options on their own, as :class:`FileSinkOptions` checks them:
+    the one validation of every rolling policy, output file config and bucket assigner."""
+    specs = {spec.name: spec for spec in FileSinkOptions.specs().values()}
+    options = config.to_options()
+    for name, text in options.items():
+        FileSinkOptions._parse_one(specs[name], text)
+    if options.get("bucketAssigner") == "column" and not options.get("bucketColumn", "").strip():
+        raise OptionError(FORMAT, "bucketColumn", options.get("bucketColumn"), "must name a column")

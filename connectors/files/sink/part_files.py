@@ -1,0 +1,61 @@
+"""Part files on a filesystem: hidden in-progress files, and publishing a part under its final name.
+
+Names follow Flink: a part's final name is ``<partPrefix>-<uid>-<counter><partSuffix>`` in its
+bucket directory; bytes for it are written to hidden files ``.<final name>.inprogress.<uuid>``
+next to it. Readers that skip hidden files (Spark, pyarrow, pandas, Hadoop) never see them.
+
+Publishing (:func:`publish`) renames the only piece, or concatenates the pieces' committed byte
+ranges; both are atomic through :mod:`connectors.files.sink.storage` and idempotent: once the
+final file exists, publishing again does nothing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from collections.abc import Iterable
+
+from connectors.files.sink.state import Part
+from connectors.files.sink.storage import Storage
+
+
+def final_name(bucket: str, prefix: str, uid: str, counter: int, suffix: str) -> str:
+    name = f"{prefix}-{uid}-{counter}{suffix}"
+    return f"{bucket}/{name}" if bucket else name
+
+
+def in_progress_name(final: str) -> str:
+    directory, name = posixpath.split(final)
+    hidden = f".{name}.inprogress.{uuid.uuid4().hex[:12]}"
+    return posixpath.join(directory, hidden) if directory else hidden
+
+
+def is_sink_temp(name: str) -> bool:
+    """A hidden file of this sink (in-progress piece or half-published concatenation)."""
+    return name.startswith(".") and (".inprogress." in name or ".finishing." in name)
+
+
+def publish(storage: Storage, part: Part, rename: bool) -> None:
+    """Publish ``part`` under its final name; idempotent.
+
+    ``rename`` allows moving the only piece file itself, which is safe only when no task can be
+    appending to it (the batch commit, or a stopped query); otherwise its range is copied.
+    """
+    pieces = [piece for piece in part.pieces if piece.size > 0]
+    if not pieces or storage.exists(part.final):
+        return
+    only = pieces[0]
+    movable = rename or not storage.local  # objects are immutable: nobody appends to them
+    if movable and len(pieces) == 1 and only.start == 0 and storage.size(only.path) == only.end:
+        storage.rename(only.path, part.final)
+    else:
+        storage.concat([(p.path, p.start, p.size) for p in pieces], part.final)
+
+
+def sweep(storage: Storage, directories: Iterable[str], keep: set[str]) -> None:
+    """Delete this sink's hidden files in ``directories`` that no open part needs: leftovers of
+    failed attempts, of runs killed before their commit, and pieces already published."""
+    for directory in set(directories):
+        for rel in storage.list_files(directory):
+            if is_sink_temp(posixpath.basename(rel)) and rel not in keep:
+                storage.delete(rel)

@@ -1,0 +1,441 @@
+"""Reading one split of one file into Arrow record batches: text, csv, json lines, parquet.
+
+Runs in the executors. Line formats are read in blocks that end on a line boundary and parsed
+by pyarrow's csv/json readers (text is split in Python); parquet by row groups. A split of an
+uncompressed line file is the byte range ``[start, end)`` and owns the lines that START inside
+it (Hadoop's LineRecordReader rule): it skips the partial line at its start and finishes the line
+crossing its end, so every line is read exactly once whatever the cut points.
+
+Malformed records follow Spark's ``mode``: PERMISSIVE keeps the record with nulls and its text
+in the corrupt-record column (when the schema has one), DROPMALFORMED drops it, FAILFAST fails
+with the file and line. The fast path parses a whole block at once; only a block that fails
+falls back to finding the bad lines one by one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import InputPartition
+
+from connectors.core.filesystem import filesystem
+from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
+
+# One record per file that ignoreCorruptFiles skipped, the file in its context: Spark's
+# spark.tvf.python_worker_logs() collects them on the driver for batch reads when
+# spark.sql.pyspark.worker.logging.enabled is on (Spark 4.3 does not for stream reads).
+corrupt_files_log = logging.getLogger("connectors.files.corrupt")
+
+BLOCK_BYTES = 8 << 20  # one parse unit: big enough for pyarrow to be fast, small enough for memory
+PARQUET_BATCH_ROWS = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSplit:
+    """Part of one file: the byte range ``[start, end)`` or, for parquet, some row groups."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    start: int = 0
+    end: int = -1  # -1: to the end of the file (whole files, compressed files)
+    row_groups: tuple[int, ...] | None = None
+
+    @property
+    def length(self) -> int:
+        return (self.size if self.end < 0 else self.end) - self.start
+
+
+class FilePartition(InputPartition):
+    """The splits one read task reads, in order."""
+
+    def __init__(self, splits: Sequence[FileSplit]):
+        super().__init__(tuple(splits))
+        self.splits = tuple(splits)
+
+
+class MalformedRecordError(ValueError):
+    """FAILFAST: a record that does not parse; the message names the file and the line."""
+
+
+class CorruptFileError(IOError):
+    """A compressed file that is corrupt or truncated (or an unreadable parquet file)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadSpec:
+    """Everything a task needs to turn a split into batches of the query's Arrow schema."""
+
+    file_format: str
+    schema: pa.Schema  # the full output schema
+    mode: str = "PERMISSIVE"
+    corrupt_column: str | None = None  # present in `schema`
+    path_column: str | None = None
+    mtime_column: str | None = None
+    ignore_corrupt_files: bool = False
+    header: bool = False
+    separator: str = ","
+    quote: str = '"'
+    escape: str = "\\"
+    encoding: str = "UTF-8"
+    null_value: str = ""
+    storage_options: dict | None = None
+
+    @property
+    def data_schema(self) -> pa.Schema:
+        """The columns that come from the file's content."""
+        special = {self.corrupt_column, self.path_column, self.mtime_column}
+        return pa.schema([f for f in self.schema if f.name not in special])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes: line-aligned blocks of a split
+
+
+def _read_through_newline(stream: BinaryIO) -> bytes:
+    """Bytes up to and including the next newline (or to the end); leaves the stream after it."""
+    parts = []
+    while True:
+        position = stream.tell()
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            break
+        cut = chunk.find(b"\n")
+        if cut >= 0:
+            parts.append(chunk[: cut + 1])
+            stream.seek(position + cut + 1)
+            break
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _range_chunks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    """The bytes of the lines that start in ``[start, end)`` of a seekable, uncompressed file."""
+    position = 0
+    if start > 0:
+        stream.seek(start - 1)
+        position = start - 1 + len(_read_through_newline(stream))  # the first line starting >= start
+    stream.seek(position)
+    while position < end:
+        chunk = stream.read(min(BLOCK_BYTES, end - position))
+        if not chunk:
+            return
+        position += len(chunk)
+        if position >= end and not chunk.endswith(b"\n"):
+            chunk += _read_through_newline(stream)
+        yield chunk
+
+
+def _line_blocks(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Re-cut chunks so every block but the last ends with a newline."""
+    carry = b""
+    for chunk in chunks:
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        carry = data[cut:]
+        yield data[:cut]
+    if carry:
+        yield carry
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsers: a block of lines -> (Arrow table of the data columns, malformed lines)
+
+
+@dataclasses.dataclass
+class Malformed:
+    line: int  # 1-based, within the block
+    text: str
+
+
+def cast_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast, reading zone-less timestamp strings as UTC (Spark would use the session zone)."""
+    if array.type == target:
+        return array
+    try:
+        return array.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_string(array.type):
+            return array.cast(pa.timestamp(target.unit)).cast(target)
+        raise
+
+
+def _cast_or_mark(table: pa.Table, schema: pa.Schema) -> tuple[pa.Table, list[int]]:
+    """Cast string columns to ``schema``; values that do not convert make their row malformed."""
+    bad: set[int] = set()
+    columns = []
+    for field in schema:
+        column = table.column(field.name).combine_chunks()
+        try:
+            columns.append(cast_array(column, field.type))
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        values = []
+        for row, value in enumerate(column.to_pylist()):
+            try:
+                values.append(cast_array(pa.array([value], column.type), field.type)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                bad.add(row)
+                values.append(None)
+        columns.append(pa.array(values, field.type))
+    return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
+
+
+class TextParser:
+    def __init__(self, spec: ReadSpec):
+        self.encoding = spec.encoding
+
+    def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        text = block.decode(self.encoding, errors="replace")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        if "\r" in text:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        return pa.table({"value": pa.array(lines, pa.string())}), []
+
+
+class CsvParser:
+    def __init__(self, spec: ReadSpec):
+        self.spec = spec
+        self.schema = spec.data_schema
+        self.parse_options = dict(
+            delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape,
+            double_quote=True, newlines_in_values=False, ignore_empty_lines=True,
+        )
+
+    def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
+        def invalid(row) -> str:
+            bad.append(Malformed(row.number or 0, row.text))
+            return "skip"
+
+        return pacsv.read_csv(
+            io.BytesIO(block),
+            read_options=pacsv.ReadOptions(
+                column_names=self.schema.names, skip_rows=skip, encoding=self.spec.encoding,
+                use_threads=False, block_size=max(len(block), 1) + 1,
+            ),
+            parse_options=pacsv.ParseOptions(**self.parse_options, invalid_row_handler=invalid),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, null_values=[self.spec.null_value], strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+
+    def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        skip = 1 if first_block and self.spec.header else 0
+        bad: list[Malformed] = []
+        try:
+            table = self._read(block, skip, {f.name: f.type for f in self.schema}, bad)
+            return table, bad
+        except pa.ArrowInvalid:
+            pass
+        # A value did not convert: read strings, then find the rows that fail.
+        bad.clear()
+        table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, bad)
+        typed, bad_rows = _cast_or_mark(table, self.schema)
+        if bad_rows:
+            skipped = {m.line for m in bad}  # rows the parser dropped have no row in `table`
+            lines = [line for line in _data_lines(block, skip) if line[0] not in skipped]
+            bad.extend(Malformed(lines[row][0], lines[row][1]) for row in bad_rows)
+            typed = typed.filter(pa.array([i not in set(bad_rows) for i in range(typed.num_rows)]))
+        return typed, sorted(bad, key=lambda m: m.line)
+
+
+def _data_lines(block: bytes, skip: int) -> list[tuple[int, str]]:
+    """(line number, text) of the non-empty lines after the first ``skip`` (no quoted newlines)."""
+    lines = block.decode("utf-8", errors="replace").split("\n")
+    return [(n + 1, line.rstrip("\r")) for n, line in enumerate(lines) if n >= skip and line.strip("\r")]
+
+
+class JsonParser:
+    def __init__(self, spec: ReadSpec):
+        self.schema = spec.data_schema
+        self.encoding = spec.encoding
+
+    def _read(self, block: bytes) -> pa.Table:
+        return pajson.read_json(
+            io.BytesIO(block),
+            read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(block), 1) + 1),
+            parse_options=pajson.ParseOptions(explicit_schema=self.schema, unexpected_field_behavior="ignore"),
+        )
+
+    def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        if self.encoding.replace("-", "").upper() != "UTF8":
+            block = block.decode(self.encoding, errors="replace").encode("utf-8")
+        try:
+            return self._read(block), []
+        except pa.ArrowInvalid:
+            pass
+        # Some line is not a JSON object of the schema's types: parse the good ones together.
+        good, bad = [], []
+        for number, line in _data_lines(block, 0):
+            try:
+                ok = isinstance(json.loads(line), dict)
+            except ValueError:
+                ok = False
+            (good if ok else bad).append((number, line))
+        try:
+            table = self._read("\n".join(line for _, line in good).encode()) if good else self.schema.empty_table()
+        except pa.ArrowInvalid:  # a type mismatch: find it line by line
+            kept = []
+            for number, line in good:
+                try:
+                    kept.append(self._read(line.encode()))
+                except pa.ArrowInvalid:
+                    bad.append((number, line))
+            table = pa.concat_tables(kept) if kept else self.schema.empty_table()
+        return table, sorted((Malformed(n, text) for n, text in bad), key=lambda m: m.line)
+
+
+PARSERS: dict[str, Callable[[ReadSpec], TextParser | CsvParser | JsonParser]] = {
+    "text": TextParser, "csv": CsvParser, "json": JsonParser,
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: data columns + corrupt-record + file metadata columns, in the schema's order
+
+
+class BatchBuilder:
+    def __init__(self, spec: ReadSpec, split: FileSplit):
+        self.spec, self.split = spec, split
+
+    def build(self, table: pa.Table, corrupt: list[str | None] | None = None) -> pa.RecordBatch:
+        rows = table.num_rows
+        arrays = []
+        for field in self.spec.schema:
+            if field.name == self.spec.path_column:
+                arrays.append(pa.array([self.split.path] * rows, field.type))
+            elif field.name == self.spec.mtime_column:
+                arrays.append(pa.array([self.split.mtime_ms * 1000] * rows, pa.int64()).cast(field.type))
+            elif field.name == self.spec.corrupt_column:
+                arrays.append(pa.array(corrupt if corrupt is not None else [None] * rows, field.type))
+            elif field.name in table.column_names:
+                arrays.append(cast_array(table.column(field.name).combine_chunks(), field.type))
+            else:
+                arrays.append(pa.nulls(rows, field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.spec.schema)
+
+    def malformed(self, records: list[Malformed]) -> pa.RecordBatch:
+        """PERMISSIVE: one row of nulls per malformed record, its text in the corrupt column."""
+        empty = self.spec.data_schema.empty_table()
+        nulls = pa.table({f.name: pa.nulls(len(records), f.type) for f in empty.schema}, schema=empty.schema)
+        return self.build(nulls, [m.text for m in records])
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class SplitReader:
+    """Reads one split; errors name the file (and line) so the user can find the bad input."""
+
+    def __init__(self, spec: ReadSpec, split: FileSplit):
+        self.spec, self.split = spec, split
+        self.out = BatchBuilder(spec, split)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        fs, path = filesystem(self.split.path, self.spec.storage_options)
+        with fs.open(path, "rb") as raw:
+            if self.spec.file_format == "parquet":
+                yield from self._parquet(raw)
+            else:
+                yield from self._lines(raw)
+
+    def _lines(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
+        codec = codec_of(self.split.path)
+        if codec is None:
+            end = self.split.size if self.split.end < 0 else self.split.end
+            chunks = _range_chunks(raw, self.split.start, end)
+        else:
+            chunks = self._decompressed(decompressing(raw, codec))
+        parser = PARSERS[self.spec.file_format](self.spec)
+        line = 0  # lines before the current block
+        try:
+            for block in _line_blocks(chunks):
+                try:
+                    table, bad = parser.parse(block, line == 0 and self.split.start == 0)
+                except pa.ArrowInvalid as exc:  # e.g. an unbalanced quote: no line to blame
+                    raise MalformedRecordError(
+                        f"connectors.files: cannot parse {self.split.path} after line {line}: {exc}"
+                    ) from None
+                if table.num_rows:
+                    yield self.out.build(table)
+                if bad:
+                    yield from self._malformed(bad, line)
+                line += block.count(b"\n")
+        except CorruptFileError as exc:
+            if not self.spec.ignore_corrupt_files:
+                raise
+            yield from self._skipped(exc)
+
+    def _decompressed(self, stream: BinaryIO) -> Iterator[bytes]:
+        while True:
+            try:
+                chunk = stream.read(BLOCK_BYTES)
+            except CORRUPT_ERRORS as exc:
+                raise self._corrupt(exc) from None
+            if not chunk:
+                return
+            yield chunk
+
+    def _malformed(self, bad: list[Malformed], lines_before: int) -> Iterator[pa.RecordBatch]:
+        if self.spec.mode == "FAILFAST":
+            first = bad[0]
+            where = f"line {lines_before + first.line}"
+            if self.split.start > 0:
+                where += f" counted from byte {self.split.start}"
+            raise MalformedRecordError(
+                f"connectors.files: malformed record in {self.split.path}, {where} (mode FAILFAST): {first.text[:200]!r}"
+            )
+        if self.spec.mode == "PERMISSIVE" and self.spec.file_format != "text":
+            yield self.out.malformed(bad)
+
+    def _corrupt(self, exc: BaseException) -> CorruptFileError:
+        hint = "" if self.spec.ignore_corrupt_files else " (set ignoreCorruptFiles=true to skip such files)"
+        return CorruptFileError(f"connectors.files: corrupt or truncated file {self.split.path}: {exc}{hint}")
+
+    def _parquet(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
+        try:
+            parquet = pq.ParquetFile(raw)
+            present = [name for name in self.spec.data_schema.names if name in parquet.schema_arrow.names]
+            batches = parquet.iter_batches(
+                batch_size=PARQUET_BATCH_ROWS, row_groups=self.split.row_groups, columns=present
+            )
+            for batch in batches:
+                yield self.out.build(pa.Table.from_batches([batch]))
+        except (pa.ArrowInvalid, OSError) as exc:
+            error = self._corrupt(exc)
+            if not self.spec.ignore_corrupt_files:
+                raise error from None
+            yield from self._skipped(error)
+
+    def _skipped(self, error: CorruptFileError) -> Iterator[pa.RecordBatch]:
+        """ignoreCorruptFiles: count the file where the user sees it, then go on.
+
+        PERMISSIVE with a corrupt-record column: one row for the file (nulls, the error in that
+        column, the file's metadata columns). It travels with the data, so a retried task or a
+        replayed batch counts it exactly as often as the output holds the file's rows.
+        """
+        message = f"{error}; skipped the rest of it (ignoreCorruptFiles)"
+        corrupt_files_log.warning(message, extra={"context": {"file": self.split.path}})
+        if self.spec.mode == "PERMISSIVE" and self.spec.corrupt_column is not None:
+            yield self.out.malformed([Malformed(0, message)])
+
+
+def read_partition(spec: ReadSpec, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+    for split in partition.splits:
+        yield from SplitReader(spec, split)

@@ -1,0 +1,147 @@
+"""Options of the ``connectors.files`` source (Flink's FileSource, Spark's file stream source names)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+from typing import Any
+
+from connectors.core.filesystem import STORAGE_OPTIONS, parse_storage_options
+from connectors.core.options import (
+    OptionError,
+    Options,
+    choice,
+    non_negative,
+    option,
+    parse_bool,
+    parse_duration,
+    parse_int,
+    parse_size,
+    positive,
+    single_char,
+)
+from connectors.files import FORMAT
+
+FORMATS = ("text", "csv", "json", "parquet")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSourceOptions(Options):
+    """Everything but the paths (``load(path)``, or the ``path``/``paths`` options)."""
+
+    source_name = FORMAT
+
+    file_format: str = option("fileFormat", choice(*FORMATS), doc="text | csv | json (JSON lines) | parquet (required)")
+    recursive_file_lookup: bool = option(
+        "recursiveFileLookup", parse_bool, default=True, doc="descend into sub-directories (Flink always does)"
+    )
+    path_glob_filter: str | None = option(
+        "pathGlobFilter", default=None, doc="only file names matching this glob, e.g. *.csv"
+    )
+    discovery_interval: timedelta = option(
+        "discoveryInterval", parse_duration, default=timedelta(seconds=1), checks=[non_negative],
+        doc="least time between two directory listings, whatever the trigger (Flink's monitoring interval)",
+    )
+    max_files_per_trigger: int | None = option(
+        "maxFilesPerTrigger", parse_int, default=None, checks=[positive], doc="most new files per micro-batch"
+    )
+    max_bytes_per_trigger: int | None = option(
+        "maxBytesPerTrigger", parse_size, default=None, checks=[positive],
+        doc="most bytes of new files per micro-batch (at least one file is always taken)",
+    )
+    latest_first: bool = option("latestFirst", parse_bool, default=False, doc="admit the newest files first")
+    max_file_age: timedelta | None = option(
+        "maxFileAge", parse_duration, default=None, checks=[positive],
+        doc="ignore files older than this, relative to the newest file (Spark's rule; default no limit)",
+    )
+    allowed_lateness: timedelta = option(
+        "allowedLateness", parse_duration, default=timedelta(minutes=10), checks=[non_negative],
+        doc="how far behind the newest admitted file a file's modification time may be when it appears",
+    )
+    clean_source: str = option(
+        "cleanSource", choice("off", "archive", "delete"), default="off",
+        doc="after the batch that read a file committed: leave it, move it to sourceArchiveDir, or delete it",
+    )
+    source_archive_dir: str | None = option("sourceArchiveDir", default=None, doc="where cleanSource=archive moves files")
+    mode: str = option(
+        "mode", choice("PERMISSIVE", "DROPMALFORMED", "FAILFAST"), default="PERMISSIVE",
+        doc="malformed records: keep with nulls (+ corrupt-record column), drop, or fail",
+    )
+    column_name_of_corrupt_record: str = option(
+        "columnNameOfCorruptRecord", default="_corrupt_record",
+        doc="PERMISSIVE: string column of the schema that receives a malformed record's text",
+    )
+    ignore_corrupt_files: bool = option(
+        "ignoreCorruptFiles", parse_bool, default=False,
+        doc="skip (and log) the rest of a corrupt or truncated file instead of failing",
+    )
+    header: bool = option("header", parse_bool, default=False, doc="csv: the first line holds column names")
+    infer_schema: bool = option(
+        "inferSchema", parse_bool, default=False, doc="csv batch reads: infer column types (else all strings)"
+    )
+    sep: str | None = option("sep", default=None, checks=[single_char], doc="csv field separator (default ,)")
+    delimiter: str | None = option("delimiter", default=None, checks=[single_char], doc="alias of sep")
+    quote: str = option("quote", default='"', checks=[single_char], doc="csv quote character")
+    escape: str = option("escape", default="\\", checks=[single_char], doc="csv escape character")
+    encoding: str = option("encoding", default="UTF-8", doc="csv/json/text character set")
+    null_value: str = option("nullValue", default="", doc="csv: the text of a null value")
+    file_path_column: str | None = option(
+        "filePathColumn", default=None, doc="name of a string column receiving each record's file path"
+    )
+    file_modification_time_column: str | None = option(
+        "fileModificationTimeColumn", default=None,
+        doc="name of a timestamp column receiving each record's file modification time",
+    )
+    max_partition_bytes: int = option(
+        "maxPartitionBytes", parse_size, default=128 << 20, checks=[positive],
+        doc="largest byte range of one read task (big uncompressed files are split on line boundaries)",
+    )
+    storage_options: dict[str, Any] | None = option(
+        STORAGE_OPTIONS, parse_storage_options, default=None, secret=True,
+        doc="JSON object of fsspec filesystem arguments (endpoint, credentials)",
+    )
+
+    def validate(self) -> None:
+        if self.max_files_per_trigger is not None and self.max_bytes_per_trigger is not None:
+            raise self.error("maxBytesPerTrigger", "cannot be combined with maxFilesPerTrigger (as in Spark)")
+        if self.clean_source == "archive" and not self.source_archive_dir:
+            raise self.error("cleanSource", "archive needs the option sourceArchiveDir")
+        if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
+            raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
+        try:
+            "".encode(self.encoding)
+        except LookupError:
+            raise self.error("encoding", "unknown character set") from None
+
+    @property
+    def separator(self) -> str:
+        return self.sep or self.delimiter or ","
+
+    @property
+    def splittable_text(self) -> bool:
+        """Line-oriented formats whose uncompressed files can be cut into byte ranges."""
+        return self.file_format in ("text", "csv", "json")
+
+
+def parse_paths(raw: dict[str, str]) -> list[str]:
+    """The paths given by ``load(path)`` / ``load([paths])`` / the ``path`` and ``paths`` options.
+
+    Spark passes ``load([a, b])`` as the option ``paths`` holding a JSON array; a comma-separated
+    ``paths`` option is accepted too (no path contains a comma and a JSON bracket at once).
+    """
+    options = {str(k).lower(): v for k, v in raw.items()}
+    paths: list[str] = []
+    if options.get("path"):
+        paths.append(options["path"])
+    text = (options.get("paths") or "").strip()
+    if text.startswith("["):
+        try:
+            paths.extend(str(p) for p in json.loads(text))
+        except json.JSONDecodeError:
+            raise OptionError(FORMAT, "paths", text, "expected a JSON array of paths") from None
+    elif text:
+        paths.extend(p.strip() for p in text.split(",") if p.strip())
+    if not paths:
+        raise OptionError(FORMAT, "path", None, "no path given: use load(path) or option('path', ...)")
+    return paths

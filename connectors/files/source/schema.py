@@ -1,0 +1,166 @@
+"""The source's schema: inference for batch reads, and checks of a user schema against the options.
+
+Text has the fixed column ``value string``. Parquet files carry their schema (the first file's is
+used). CSV and JSON are sampled (the first MiB of the first few files) for batch reads; a stream
+needs a user schema for them (``spark.readStream.schema(...)``), as in Spark, because a schema
+guessed from whatever files exist when the query first starts would silently change between
+restarts. Inferred schemas are marked in their first field's metadata so the stream side can tell.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import (
+    DataType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from connectors.core.arrow import arrow_schema
+from connectors.core.filesystem import filesystem
+from connectors.core.options import OptionError
+from connectors.files import FORMAT
+from connectors.files.source.compression import codec_of, decompressing
+from connectors.files.source.formats import ReadSpec
+from connectors.files.source.listing import FileLister, FileStatus
+from connectors.files.source.options import FileSourceOptions
+
+SAMPLE_BYTES = 1 << 20
+SAMPLE_FILES = 8
+INFERRED = "connectors.files.inferred"
+
+
+def _normalize(field_type: DataType) -> DataType:
+    # pyarrow infers zone-less timestamps; Spark users expect TIMESTAMP, read as UTC.
+    return TimestampType() if isinstance(field_type, TimestampNTZType) else field_type
+
+
+def _sample(file: FileStatus, storage_options: dict | None) -> bytes:
+    """The first ~MiB of a file's (decompressed) content, cut after its last complete line."""
+    fs, path = filesystem(file.path, storage_options)
+    with fs.open(path, "rb") as raw:
+        data = decompressing(raw, codec_of(file.path)).read(SAMPLE_BYTES)
+    if len(data) == SAMPLE_BYTES and b"\n" in data:
+        data = data[: data.rfind(b"\n") + 1]
+    return data
+
+
+class SchemaInference:
+    def __init__(self, config: FileSourceOptions, paths: Sequence[str]):
+        self.config, self.paths = config, paths
+
+    def infer(self) -> StructType:
+        if self.config.file_format == "text":
+            schema = StructType([StructField("value", StringType())])
+        else:
+            files = self._files()
+            arrow = {"parquet": self._parquet, "json": self._json, "csv": self._csv}[self.config.file_format](files)
+            schema = StructType(
+                [StructField(f.name, _normalize(f.dataType), True) for f in from_arrow_schema(arrow).fields]
+            )
+            schema.fields[0].metadata = {INFERRED: True}
+        return self._with_metadata_columns(schema)
+
+    def _files(self) -> list[FileStatus]:
+        lister = FileLister(self.paths, recursive=self.config.recursive_file_lookup,
+                            name_glob=self.config.path_glob_filter, storage_options=self.config.storage_options)
+        files = sorted(lister.list().values(), key=lambda f: f.path)
+        if not files:
+            raise OptionError(FORMAT, "path", ", ".join(self.paths),
+                              f"no {self.config.file_format} files to infer a schema from; give a schema with .schema(...)")
+        return files[:SAMPLE_FILES]
+
+    def _parquet(self, files: list[FileStatus]) -> pa.Schema:
+        fs, path = filesystem(files[0].path, self.config.storage_options)
+        with fs.open(path, "rb") as raw:
+            return pq.read_schema(raw)
+
+    def _json(self, files: list[FileStatus]) -> pa.Schema:
+        schemas = []
+        for file in files:
+            sample = _sample(file, self.config.storage_options)
+            if sample.strip():
+                try:
+                    schemas.append(pajson.read_json(io.BytesIO(sample)).schema)
+                except pa.ArrowInvalid as exc:
+                    raise OptionError(FORMAT, "path", file.path, f"cannot infer a JSON schema ({exc}); give a schema") from None
+        return self._unify(schemas, files)
+
+    def _csv(self, files: list[FileStatus]) -> pa.Schema:
+        config = self.config
+        first_line = _sample(files[0], config.storage_options).split(b"\n", 1)[0].decode(config.encoding, "replace")
+        tokens = next(csv.reader([first_line.rstrip("\r")], delimiter=config.separator, quotechar=config.quote), [])
+        names = [token or f"_c{i}" for i, token in enumerate(tokens)] if config.header else [f"_c{i}" for i in range(len(tokens))]
+        if not config.infer_schema:
+            return pa.schema([(name, pa.string()) for name in names])
+        schemas = []
+        for file in files:
+            table = pacsv.read_csv(
+                io.BytesIO(_sample(file, config.storage_options)),
+                read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if config.header else 0, encoding=config.encoding),
+                parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote,
+                                                 escape_char=config.escape, invalid_row_handler=lambda row: "skip"),
+                convert_options=pacsv.ConvertOptions(null_values=[config.null_value]),
+            )
+            schemas.append(table.schema)
+        return self._unify(schemas, files)
+
+    def _unify(self, schemas: list[pa.Schema], files: list[FileStatus]) -> pa.Schema:
+        if not schemas:
+            raise OptionError(FORMAT, "path", files[0].path, "the files are empty; give a schema with .schema(...)")
+        unified = pa.unify_schemas(schemas, promote_options="permissive")
+        return pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in unified])
+
+    def _with_metadata_columns(self, schema: StructType) -> StructType:
+        if self.config.file_path_column:
+            schema = schema.add(self.config.file_path_column, StringType())
+        if self.config.file_modification_time_column:
+            schema = schema.add(self.config.file_modification_time_column, TimestampType())
+        return schema
+
+
+def is_inferred(schema: StructType) -> bool:
+    return bool(schema.fields) and bool(schema.fields[0].metadata.get(INFERRED))
+
+
+def read_spec(config: FileSourceOptions, schema: StructType) -> ReadSpec:
+    """Check ``schema`` against the options (at query start) and build what the tasks need."""
+    names = set(schema.fieldNames())
+    by_name = {f.name: f.dataType for f in schema.fields}
+    for option_name, column, expected in (
+        ("filePathColumn", config.file_path_column, StringType()),
+        ("fileModificationTimeColumn", config.file_modification_time_column, TimestampType()),
+    ):
+        if column is None:
+            continue
+        if column not in names:
+            raise OptionError(FORMAT, option_name, column, "the schema has no such column; add it to the schema")
+        if by_name[column] != expected:
+            raise OptionError(FORMAT, option_name, column, f"the column must be {expected.simpleString()}")
+    corrupt = config.column_name_of_corrupt_record if config.column_name_of_corrupt_record in names else None
+    if corrupt is not None and by_name[corrupt] != StringType():
+        raise OptionError(FORMAT, "columnNameOfCorruptRecord", corrupt, "the column must be string")
+    spec = ReadSpec(
+        file_format=config.file_format, schema=arrow_schema(schema), mode=config.mode, corrupt_column=corrupt,
+        path_column=config.file_path_column, mtime_column=config.file_modification_time_column,
+        ignore_corrupt_files=config.ignore_corrupt_files, header=config.header, separator=config.separator,
+        quote=config.quote, escape=config.escape, encoding=config.encoding, null_value=config.null_value,
+        storage_options=config.storage_options,
+    )
+    data = spec.data_schema
+    if config.file_format == "text" and (data.names != ["value"] or data.field("value").type != pa.string()):
+        raise OptionError(FORMAT, "fileFormat", "text", "the text format has one column, value string")
+    if not data.names:
+        raise OptionError(FORMAT, "fileFormat", config.file_format, "the schema has no data column")
+    return spec

@@ -1,0 +1,307 @@
+"""Exactly-once: Kafka transactions per (micro-batch, Spark partition) that carry their own progress.
+
+Each Spark partition ``p`` of the sink has the stable transactional id ``<prefix>-<p>``. A task:
+
+1. ``init_transactions()``: fences any older producer of the same id (a zombie or speculative
+   attempt) and aborts its lingering transaction, or waits for one that was committing;
+2. reads the partition's progress: how many records of which (run, batch) are committed, kept as
+   the committed offset of consumer group ``<prefix>-<p>`` on partition 0 of ``progressTopic``
+   (offset ``batch + 1``; run, batch and record count in the offset's metadata);
+3. skips the records of this (run, batch) already committed: all of them when the task is a
+   retry of a committed one or the batch is re-executed after the driver died before Spark
+   recorded it;
+4. produces the rest in one transaction, adds the new progress to the same transaction
+   (``send_offsets_to_transaction``) and commits: records and progress become visible to
+   ``read_committed`` consumers together, or not at all.
+
+Steps 1 and 2 cost a new producer and consumer and several round trips, so the Python worker
+keeps the producer after the task (see :class:`TransactionalProducer`). The next task of the
+same partition in that worker replaces them with one check: it adds the progress it committed
+last to its new transaction, which the transaction coordinator refuses if a newer producer of the
+id exists (the partition ran in another worker, or a newer attempt started). Refused, the task
+drops the kept producer and takes steps 1 and 2; nothing of its input has been read yet.
+
+Why a record count, not a done flag: when a task's *input* fails (an upstream error), Spark ends
+the Python writer's input as if it were complete, so ``write()`` commits what it got, and Spark
+discards the attempt. The count lets the retry write exactly the records that are missing.
+Precondition, as for any replay: a re-executed partition yields the same records in the same order.
+
+The run is the streaming query id (stable across restarts from the same checkpoint), or a fresh
+id per batch write; the batch is Spark's batch id. A transaction lives only inside one task, so
+``transaction.timeout.ms`` bounds how long one task may take to write its partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar, cast
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from connectors.core.retry import retry
+from connectors.kafka.sink.options import KafkaSinkOptions
+from connectors.kafka.sink.producer import (
+    IDLE,
+    KafkaSinkError,
+    SinkProducer,
+    describe,
+    producer_settings,
+    settings_key,
+)
+from connectors.kafka.sink.records import RecordLayout
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+_ATTEMPTS = 3  # of a blocking transactional call that timed out or hit a retriable error
+# Producer-only librdkafka settings a user may pass; the progress consumer would warn about each.
+_PRODUCER_ONLY = frozenset({
+    "acks", "request.required.acks", "enable.idempotence", "transaction.timeout.ms", "linger.ms",
+    "queue.buffering.max.ms", "queue.buffering.max.messages", "queue.buffering.max.kbytes", "batch.size",
+    "batch.num.messages", "compression.type", "compression.codec", "compression.level", "message.timeout.ms",
+    "delivery.timeout.ms", "request.timeout.ms", "retries", "message.send.max.retries", "partitioner",
+    "sticky.partitioning.linger.ms", "enable.gapless.guarantee",
+})
+ALL = sys.maxsize  # "every record of the unit is committed"
+# One file per transactional id: the token of the producer on this host that initialized it last.
+OWNERS = Path(tempfile.gettempdir()) / "connectors-kafka-sink-owners"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkUnit:
+    """What one task writes: Spark partition ``partition`` of batch ``batch`` of run ``run``."""
+
+    run: str
+    batch: int
+    partition: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """``records`` records of batch ``batch`` of run ``run`` are committed."""
+
+    run: str
+    batch: int
+    records: int
+
+    def marker(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    def committed_of(self, unit: WorkUnit) -> int:
+        """How many records of ``unit`` are committed (ALL when a later batch is)."""
+        if self.run != unit.run or self.batch < unit.batch:
+            return 0
+        return self.records if self.batch == unit.batch else ALL
+
+
+def transactional_id(prefix: str, partition: int) -> str:
+    return f"{prefix}-{partition}"
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, KafkaException) and exc.args[0].retriable()
+
+
+def _call(what: str, call: Callable[[], T]) -> T:
+    try:
+        return retry(call, attempts=_ATTEMPTS, retry_on=_transient, backoff=0.5, what=what)
+    except KafkaException as exc:
+        raise KafkaSinkError(f"{what} failed: {describe(exc.args[0])}") from None
+
+
+class PartitionProgress:
+    """The progress of one Spark partition of the sink, in consumer group ``group``.
+
+    A consumer that never subscribes: it reads the group's committed offset on ``topic``-0 with
+    ``isolation.level=read_committed`` (so librdkafka asks for stable offsets, never a pending
+    transaction's) and provides the group metadata that ties the producer's transactional offset
+    commit to the group.
+    """
+
+    def __init__(self, client_settings: dict[str, str], group: str, topic: str, timeout: float):
+        self.group, self.anchor, self.timeout = group, TopicPartition(topic, 0), timeout
+        self.consumer = Consumer({
+            **{name: value for name, value in client_settings.items() if name not in _PRODUCER_ONLY},
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        })
+
+    def read(self) -> Progress | None:
+        (position,) = _call("reading the sink's progress", lambda: self.consumer.committed([self.anchor], self.timeout))
+        if position.error is not None:
+            raise KafkaSinkError(f"reading the sink's progress failed: {describe(position.error)}")
+        if position.offset < 0 or not position.metadata:
+            return None
+        try:
+            return Progress(**json.loads(position.metadata))
+        except (ValueError, TypeError):
+            raise KafkaSinkError(
+                f"consumer group '{self.group}' has offsets on '{self.anchor.topic}' that this sink did not "
+                "write: is transactionalIdPrefix shared with another application?") from None
+
+    def add_to_transaction(self, producer: SinkProducer, progress: Progress) -> None:
+        position = TopicPartition(self.anchor.topic, 0, progress.batch + 1, progress.marker())
+        metadata = self.consumer.consumer_group_metadata()
+        _call("adding the sink's progress to the transaction",
+              lambda: producer.producer.send_offsets_to_transaction([position], metadata, self.timeout))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+@dataclasses.dataclass
+class _Skip:
+    """Drops the first ``count`` records of a stream of Arrow batches; ``skipped`` says how many it did."""
+
+    count: int
+    skipped: int = 0
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            drop = min(self.count - self.skipped, batch.num_rows)
+            self.skipped += drop
+            if drop < batch.num_rows:
+                yield batch.slice(drop) if drop else batch
+
+
+class TransactionalProducer:
+    """The producer of one transactional id, and the progress it knows to be committed.
+
+    Kept between tasks like any producer of the sink (:data:`IDLE`). As long as no newer producer
+    initialized the same id, no other producer can have committed progress for it, so
+    ``committed`` is exact without reading it again; :meth:`resume` proves that with one round
+    trip to the transaction coordinator before the task reads any input.
+
+    Most newer producers are another worker on the same host: each producer leaves a token in a
+    file of :data:`OWNERS` after its ``init_transactions()``, so a kept producer that finds another
+    token gives up without asking the broker (nor making librdkafka log a fatal "fenced" error).
+    The file is only a shortcut: a stale or lost one costs a new producer or the broker's check.
+    """
+
+    def __init__(self, options: KafkaSinkOptions, txn_id: str, timeout: float):
+        self.txn_id, self.timeout = txn_id, timeout
+        cluster = options.client_settings()["bootstrap.servers"]
+        self.owner_file = OWNERS / hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
+        self.token = uuid.uuid4().hex
+        # Created first, so its coordinator lookup overlaps init_transactions().
+        self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
+        self.sink = SinkProducer(producer_settings(options, txn_id))
+        _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
+        self._claim()
+        # Read only after init_transactions() fenced every older producer: none commits after this.
+        self.committed = self.progress.read()
+        self.sink.producer.begin_transaction()
+
+    def resume(self) -> bool:
+        """Begin the transaction of a new task on a kept producer. False when a newer producer of
+        the id fenced this one (the partition ran in another worker since) or the check failed."""
+        assert self.committed is not None  # only producers that know the progress are kept
+        if not self._owns():
+            return False
+        self.sink.reports.reset()
+        self.sink.producer.begin_transaction()
+        try:
+            # Adding the progress already committed changes nothing, but the coordinator checks
+            # the producer's epoch: a fenced producer fails here, before any input is consumed.
+            self.progress.add_to_transaction(self.sink, self.committed)
+        except KafkaSinkError:
+            return False
+        return True
+
+    def _claim(self) -> None:
+        OWNERS.mkdir(exist_ok=True)
+        draft = self.owner_file.with_name(f"{self.owner_file.name}.{self.token}")
+        draft.write_text(self.token)
+        os.replace(draft, self.owner_file)  # atomic: readers see the old or the new token
+
+    def _owns(self) -> bool:
+        try:
+            return self.owner_file.read_text() == self.token
+        except OSError:
+            return False
+
+    def commit(self, progress: Progress) -> None:
+        self.progress.add_to_transaction(self.sink, progress)
+        self.sink.producer.commit_transaction()  # flushes; fails if any delivery failed
+        self.committed = progress
+
+    def abort(self) -> None:
+        """Best effort: the next init_transactions() of this id aborts the transaction anyway."""
+        try:
+            self.sink.producer.abort_transaction(self.timeout)
+        except KafkaException as exc:
+            log.warning("aborting transaction '%s' failed (%s); the next attempt aborts it", self.txn_id, exc)
+
+    def close(self) -> None:
+        self.progress.close()
+        self.sink.close()
+
+
+def _begin(options: KafkaSinkOptions, txn_id: str, key: tuple) -> TransactionalProducer:
+    """A producer of ``txn_id`` in a new transaction: this worker's kept one if it is still the
+    newest producer of the id, else a new one (which fences the others)."""
+    kept = cast("TransactionalProducer | None", IDLE.take(key))
+    if kept is not None:
+        if kept.resume():
+            return kept
+        log.info("%s: a newer producer replaced the kept one (the partition ran in another worker or "
+                 "attempt since); opening a new one", txn_id)
+        kept.close()
+    return TransactionalProducer(options, txn_id, options.request_timeout.total_seconds())
+
+
+def write_exactly_once(
+    options: KafkaSinkOptions, layout: RecordLayout, batches: Iterable[pa.RecordBatch], unit: WorkUnit
+) -> tuple[int, int]:
+    """Write the records of ``unit`` not yet committed, in one transaction.
+
+    Returns (records written, records skipped because an earlier attempt committed them).
+    """
+    assert options.transactional_id_prefix is not None  # validated at query start
+    txn_id = transactional_id(options.transactional_id_prefix, unit.partition)
+    key = (settings_key(producer_settings(options, txn_id)), options.progress_topic)
+    txn = _begin(options, txn_id, key)
+    try:
+        skip = _Skip(txn.committed.committed_of(unit) if txn.committed else 0)
+        remaining = skip(batches)
+        first = next(remaining, None)
+        _log_skipped(txn_id, unit, skip)
+        count = 0
+        if first is None:  # nothing (left) to write
+            txn.abort()
+        else:
+            count = txn.sink.produce(itertools.chain([first], remaining), layout)
+            txn.commit(Progress(unit.run, unit.batch, skip.skipped + count))
+    except BaseException as exc:
+        txn.abort()
+        txn.progress.close()  # the producer is dropped, not kept: its state is unknown
+        txn.sink.reports.raise_if_failed()  # the delivery error says more than the commit error
+        if isinstance(exc, KafkaException):
+            raise KafkaSinkError(f"committing transaction '{txn_id}' failed: {describe(exc.args[0])}") from None
+        raise
+    if txn.committed is None:  # a kept producer must know the progress to prove it later
+        txn.close()
+    else:
+        IDLE.keep(key, txn, options.producer_cache_size)
+    return count, skip.skipped
+
+
+def _log_skipped(txn_id: str, unit: WorkUnit, skip: _Skip) -> None:
+    if skip.skipped:
+        log.info("%s: %d records of batch %d (run %s) were committed before; skipped",
+                 txn_id, skip.skipped, unit.batch, unit.run)
+    if skip.count not in (0, ALL) and skip.skipped < skip.count:
+        log.warning("%s: batch %d has %d records now but %d were committed before: the input is not "
+                    "deterministic, so exactly-once cannot hold", txn_id, unit.batch, skip.skipped, skip.count)

@@ -1,0 +1,121 @@
+"""``connectors.kafka`` write side: Flink's KafkaSink on Spark (``df.write`` and ``df.writeStream``).
+
+Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink.records`).
+``deliveryGuarantee``:
+
+- ``at-least-once`` (default): an idempotent producer; a task succeeds only when every delivery
+  report came back without error, so a successful batch is in Kafka, and a failed one is
+  rewritten (possibly duplicating records) when Spark retries it.
+- ``exactly-once``: one Kafka transaction per (batch, Spark partition) that also records the
+  partition's progress, so retried tasks and re-executed batches never commit twice
+  (see :mod:`connectors.kafka.sink.exactly_once`).
+- ``none``: as at-least-once but without idempotence (``kafka.acks`` may be lowered); the
+  producer's own retries may duplicate records.
+
+Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
+``commit()`` only reports. Producers are kept in the Python worker between tasks
+(``producerCacheSize``, see :mod:`connectors.kafka.sink.producer`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from connectors.core.commit import current_task
+from connectors.core.options import OptionError
+from connectors.kafka import FORMAT
+from connectors.kafka.sink.exactly_once import WorkUnit, write_exactly_once
+from connectors.kafka.sink.options import KafkaSinkOptions
+from connectors.kafka.sink.producer import cached_producer, check_cluster
+from connectors.kafka.sink.records import RecordLayout
+
+__all__ = ["writer", "stream_writer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """What one task wrote."""
+
+    partition: int
+    records: int
+    skipped: int = 0  # exactly-once: records an earlier attempt of this (run, batch, partition) committed
+
+
+def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkOptions, RecordLayout]:
+    config = KafkaSinkOptions.from_options(options)
+    layout = RecordLayout.of(schema, config.topic)
+    check_cluster(config)
+    return config, layout
+
+
+def writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+    """``df.write.format("connectors.kafka")``: append only, like Spark's Kafka sink."""
+    if overwrite:
+        raise OptionError(FORMAT, "mode", "overwrite", "Kafka topics can only be appended to; use mode('append')")
+    config, layout = _prepare(options, schema)
+    # One id for the whole write job: a retried task finds its partition already committed.
+    return KafkaBatchWriter(config, layout, run=uuid.uuid4().hex)
+
+
+def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+    """``df.writeStream.format("connectors.kafka")``; complete mode appends the whole result each
+    batch, as Spark's Kafka sink does."""
+    config, layout = _prepare(options, schema)
+    return KafkaStreamWriter(config, layout)
+
+
+class _KafkaWrite:
+    """The write of one task, shared by the batch and the stream writer."""
+
+    def __init__(self, config: KafkaSinkOptions, layout: RecordLayout, run: str | None = None):
+        self.config, self.layout, self.run = config, layout, run
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        task = current_task()
+        if self.config.exactly_once:
+            # Streams: the query id, stable across restarts; foreachBatch outside a query: none.
+            run = self.run if self.run is not None else task.query_id or ""
+            unit = WorkUnit(run, task.batch_id or 0, task.partition_id)
+            records, skipped = write_exactly_once(self.config, self.layout, iterator, unit)
+            return KafkaCommitMessage(task.partition_id, records, skipped)
+        with cached_producer(self.config) as producer:
+            records = producer.produce(iterator, self.layout)
+            producer.flush()
+        return KafkaCommitMessage(task.partition_id, records)
+
+    def _report(self, messages: list[KafkaCommitMessage | None], what: str) -> None:
+        done = [m for m in messages if m is not None]
+        skipped = sum(m.skipped for m in done)
+        log.info("%s: %s, %d records from %d tasks%s", FORMAT, what, sum(m.records for m in done), len(done),
+                 f", {skipped} more committed by earlier attempts" if skipped else "")
+
+
+class KafkaBatchWriter(_KafkaWrite, DataSourceArrowWriter):
+    def commit(self, messages: list[KafkaCommitMessage | None]) -> None:
+        self._report(messages, "write committed")
+
+    def abort(self, messages: list[KafkaCommitMessage | None]) -> None:
+        # Records of the successful tasks stay in Kafka: topics cannot be rolled back.
+        self._report(messages, "write failed; records of successful tasks stay written")
+
+
+class KafkaStreamWriter(_KafkaWrite, DataSourceStreamArrowWriter):
+    def commit(self, messages: list[KafkaCommitMessage | None], batchId: int) -> None:
+        self._report(messages, f"batch {batchId} committed")
+
+    def abort(self, messages: list[KafkaCommitMessage | None], batchId: int) -> None:
+        # Exactly-once: committed records are skipped when the batch is re-executed.
+        self._report(messages, f"batch {batchId} failed; it is rewritten when re-executed")

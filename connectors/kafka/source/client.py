@@ -1,0 +1,195 @@
+"""Driver-side broker queries of the Kafka source: partitions, offsets, group commits.
+
+One confluent-kafka consumer that never subscribes (so it never joins a group): it lists
+topics, fetches earliest / latest / by-timestamp offsets in one batched ListOffsets request
+per call, and commits processed offsets when ``kafka.group.id`` is set. Opened on first use,
+never pickled.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from connectors.core.retry import retry
+from connectors.kafka import FORMAT
+from connectors.kafka.source.offsets import Offsets, TopicPartition
+from connectors.kafka.source.options import (
+    EARLIEST,
+    EARLIEST_OFFSET,
+    LATEST,
+    LATEST_OFFSET,
+    KafkaSourceOptions,
+    PartitionMap,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TRANSIENT = {
+    KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._WAIT_COORD, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+}  # fmt: skip
+
+
+class KafkaSourceError(RuntimeError):
+    """The brokers could not answer a query the source needs (unreachable, unknown partition...)."""
+
+
+def _transient(exc: BaseException) -> bool:
+    if not isinstance(exc, KafkaException):
+        return False
+    error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return error is not None and (error.retriable() or error.code() in _TRANSIENT)
+
+
+def consumer_config(options: KafkaSourceOptions, group_id: str | None = None) -> dict[str, Any]:
+    """The librdkafka settings of every consumer the source opens.
+
+    librdkafka wants a group.id even for consumers that never join a group; like Spark, a unique
+    one is derived from ``groupIdPrefix``. Spark's default isolation level (the Java client's,
+    read_uncommitted) replaces librdkafka's read_committed unless ``kafka.isolation.level`` is set.
+    """
+    config: dict[str, Any] = {"isolation.level": "read_uncommitted", **options.client}
+    config.update({
+        "group.id": group_id or f"{options.group_id_prefix}-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",  # a vanished offset must surface as data loss
+        "allow.auto.create.topics": False,
+    })
+    return config
+
+
+class BrokerClient:
+    """What the driver asks the brokers, with ``fetchOffset.numRetries`` attempts per question."""
+
+    def __init__(self, options: KafkaSourceOptions):
+        self.options = options
+        self._consumer: Consumer | None = None
+        # A request waits as long as librdkafka's socket timeout (default 60 s).
+        self.timeout = float(options.client.get("socket.timeout.ms", 60000)) / 1000
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            # The user's group (if any) is only ever committed to, never joined.
+            self._consumer = Consumer(consumer_config(self.options, self.options.group_id))
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _ask(self, what: str, call: Callable[[], T]) -> T:
+        def wrapped() -> T:
+            try:
+                return call()
+            except KafkaException as exc:
+                if _transient(exc):
+                    raise
+                raise KafkaSourceError(self._failure(what, exc)) from None
+
+        try:
+            return retry(wrapped, attempts=self.options.fetch_offset_retries, retry_on=_transient,
+                         backoff=self.options.fetch_offset_retry_interval.total_seconds(), what=f"{FORMAT}: {what}")
+        except KafkaException as exc:
+            raise KafkaSourceError(self._failure(what, exc)) from None
+
+    def _failure(self, what: str, exc: KafkaException) -> str:
+        servers = self.options.client["bootstrap.servers"]
+        return f"{FORMAT}: cannot {what} from the brokers at kafka.bootstrap.servers = {servers!r}: {exc.args[0]}"
+
+    # -- partitions -------------------------------------------------------------------------
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions the options select, as of now (assign: exactly the assigned ones)."""
+        options = self.options
+        if options.assign is not None:
+            return sorted((topic, p) for topic, parts in options.assign.items() for p in parts)
+        topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
+        if options.subscribe is not None:
+            wanted = set(options.subscribe)
+            chosen = [name for name in topics if name in wanted]
+        else:
+            pattern = re.compile(options.subscribe_pattern or "")
+            chosen = [name for name in topics if pattern.fullmatch(name) and not name.startswith("__")]
+        return sorted((name, p) for name in chosen if topics[name].error is None for p in topics[name].partitions)
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def _list_offsets(self, requests: dict[TopicPartition, int], what: str) -> dict[TopicPartition, int]:
+        """ListOffsets for ``{tp: timestamp or -1 latest / -2 earliest}``: -1 in the answer means
+        no record at or after that timestamp. Latest honours ``kafka.isolation.level`` (LSO)."""
+        if not requests:
+            return {}
+        query = [KafkaTopicPartition(t, p, ts) for (t, p), ts in requests.items()]
+        answer = self._ask(what, lambda: self.consumer.offsets_for_times(query, timeout=self.timeout))
+        out = {}
+        for tp in answer:
+            if tp.error is not None:
+                raise KafkaSourceError(f"{FORMAT}: cannot {what} for topic {tp.topic} partition {tp.partition}: "
+                                       f"{tp.error}")
+            out[tp.topic, tp.partition] = tp.offset
+        return out
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        return self._list_offsets(dict.fromkeys(tps, EARLIEST_OFFSET), "fetch the earliest offsets")
+
+    def latest(self, tps: Iterable[TopicPartition]) -> Offsets:
+        return self._list_offsets(dict.fromkeys(tps, LATEST_OFFSET), "fetch the latest offsets")
+
+    def resolve(self, tps: list[TopicPartition], kind: str, spec: Any, option: str, strategy: str) -> Offsets:
+        """Concrete offsets of ``tps`` for an option's start/end spec (see KafkaSourceOptions.starting).
+
+        ``strategy`` says what a timestamp after the last record gives: ``error`` or ``latest``.
+        """
+        if kind == "offsets" and spec == EARLIEST:
+            return self.earliest(tps)
+        if kind == "offsets" and spec == LATEST:
+            return self.latest(tps)
+        wanted = dict.fromkeys(tps, spec) if kind == "timestamp" else self._per_partition(tps, spec, option)
+        if kind == "offsets":
+            special = {tp: n for tp, n in wanted.items() if n < 0}
+            return {**wanted, **self._list_offsets(special, "resolve -1/-2 offsets")}
+        found = self._list_offsets(wanted, "fetch offsets by timestamp")
+        missing = sorted(tp for tp, offset in found.items() if offset < 0)
+        if missing and strategy == "error":
+            t, p = missing[0]
+            raise KafkaSourceError(f"{FORMAT}: option '{option}': no record at or after timestamp {wanted[t, p]} in "
+                                   f"topic {t} partition {p}; set startingOffsetsByTimestampStrategy=latest to "
+                                   "start at the latest offset instead")
+        return {**found, **self.latest(missing)}
+
+    @staticmethod
+    def _per_partition(tps: list[TopicPartition], spec: PartitionMap, option: str) -> dict[TopicPartition, int]:
+        given = {(t, p): n for t, parts in spec.items() for p, n in parts.items()}
+        if given.keys() != set(tps):
+            raise KafkaSourceError(
+                f"{FORMAT}: option '{option}' must name every partition read, no more (use -2 for earliest, "
+                f"-1 for latest): given {_names(given)}, read {_names(tps)}")
+        return given
+
+    # -- group commits ----------------------------------------------------------------------
+
+    def commit(self, offsets: Offsets) -> None:
+        """Commit ``offsets`` to ``kafka.group.id`` for monitoring; failures are only logged."""
+        try:
+            self.consumer.commit(offsets=[KafkaTopicPartition(t, p, n) for (t, p), n in offsets.items()],
+                                 asynchronous=False)
+        except KafkaException as exc:
+            log.warning("%s: committing offsets to group %r failed (monitoring only, the query goes on): %s",
+                        FORMAT, self.options.group_id, exc)
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in sorted(tps)) or "none"

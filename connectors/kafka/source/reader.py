@@ -1,0 +1,193 @@
+"""``connectors.kafka`` read side: Spark's Kafka source on confluent-kafka, with Flink's semantics.
+
+Streams keep their position in Spark's checkpoint as ``{"topic": {"partition": next_offset}}``;
+a restarted query resumes from there and ignores ``startingOffsets`` and any group offsets.
+With ``kafka.group.id`` set, every committed micro-batch also commits its end offsets to that
+group, only so that lag monitoring sees progress (Flink's commit.offsets.on.checkpoint).
+
+Planning (offsets, partitions) runs on the driver with one long-lived consumer per query that
+never joins a group; each Spark task reads one offset range with its own consumer
+(:mod:`connectors.kafka.source.split_reader`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from connectors.kafka.source.client import BrokerClient
+from connectors.kafka.source.offsets import (
+    OffsetRange,
+    Offsets,
+    data_loss_handler,
+    from_json,
+    plan,
+    rate_limit,
+    split,
+    to_json,
+)
+from connectors.kafka.source.options import EARLIEST, LATEST, KafkaSourceOptions
+from connectors.kafka.source.split_reader import RangeReader, schema_for
+
+
+def schema(options) -> StructType:
+    return schema_for(KafkaSourceOptions.from_options(options))
+
+
+def reader(options, schema: StructType) -> DataSourceReader:
+    return KafkaBatchReader(KafkaSourceOptions.from_options(options).for_batch())
+
+
+def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
+    return KafkaStreamReader(KafkaSourceOptions.from_options(options).for_stream())
+
+
+class _PlansRanges:
+    """Turns start/end offsets into checked, split offset ranges, and reads one range."""
+
+    options: KafkaSourceOptions
+
+    def _ranges(self, broker: BrokerClient, start: Offsets, end: Offsets) -> list[OffsetRange]:
+        earliest = broker.earliest(end.keys())
+        ranges = plan(start, end, earliest, data_loss_handler(self.options.fail_on_data_loss))
+        return split(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing was planned
+            return iter(())
+        return iter(RangeReader(self.options, partition))
+
+
+class KafkaBatchReader(_PlansRanges, DataSourceReader):
+    """``spark.read``: from ``startingOffsets`` (default earliest) to ``endingOffsets`` (default latest)."""
+
+    def __init__(self, options: KafkaSourceOptions):
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        broker = BrokerClient(self.options)
+        try:
+            tps = broker.partitions()
+            strategy = self.options.starting_offsets_by_timestamp_strategy
+            kind, spec = self.options.starting(EARLIEST)
+            start = broker.resolve(tps, kind, spec, _option_name("starting", kind), strategy)
+            kind, spec = self.options.ending()
+            end = broker.resolve(tps, kind, spec, _option_name("ending", kind), "latest")
+            return self._ranges(broker, start, end)
+        finally:
+            broker.close()
+
+
+class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream``: micro-batches of offset ranges, admission control, AvailableNow."""
+
+    def __init__(self, options: KafkaSourceOptions):
+        self.options = options
+        self._broker: BrokerClient | None = None
+        self._latest: tuple[float, Offsets] | None = None  # (monotonic time fetched, offsets)
+        self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
+        self._last_trigger = -math.inf  # when minOffsetsPerTrigger last let a batch run: the first always runs
+        self._group_committed: Offsets | None = None
+
+    def __getstate__(self) -> dict:
+        # read() runs on an unpickled copy in an executor: no client, no driver-side caches.
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["options"])
+
+    @property
+    def broker(self) -> BrokerClient:
+        if self._broker is None:
+            self._broker = BrokerClient(self.options)
+        return self._broker
+
+    def initialOffset(self) -> dict:
+        tps = self.broker.partitions()
+        kind, spec = self.options.starting(LATEST)
+        start = self.broker.resolve(tps, kind, spec, _option_name("starting", kind),
+                                    self.options.starting_offsets_by_timestamp_strategy)
+        return to_json(start)
+
+    def latest(self, fresh: bool = False) -> Offsets:
+        """Latest offsets of every partition read now; reused for ``fetchOffset.minIntervalMs``
+        because Spark asks every ~10 ms when idle."""
+        now = time.monotonic()
+        if fresh or self._latest is None or now - self._latest[0] >= self.options.fetch_offset_min_interval.total_seconds():
+            self._latest = (now, self.broker.latest(self.broker.partitions()))
+        return self._latest[1]
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin, latest = from_json(start), self.latest()
+        # Spark plans the next batch only once the previous one is complete, so ``start`` has
+        # been processed: commit it now; Spark's own commit() call comes a batch later.
+        self._commit_to_group(begin)
+        if self._target is not None:  # nothing that arrived after the AvailableNow target
+            latest = {tp: min(offset, self._target[tp]) for tp, offset in latest.items() if tp in self._target}
+        if self._delay(begin, latest):
+            return start
+        if isinstance(limit, ReadMaxRows):
+            new = [tp for tp in latest if tp not in begin]
+            base = {**self.broker.earliest(new), **begin} if new else begin
+            # A start past the end (topic recreated) counts as no backlog; partitions() reports it.
+            latest = rate_limit({tp: min(base[tp], end) for tp, end in latest.items()}, latest, limit.max_rows)
+        return to_json(latest)
+
+    def _delay(self, begin: Offsets, latest: Offsets) -> bool:
+        """``minOffsetsPerTrigger``: hold the batch back until enough offsets or ``maxTriggerDelay``."""
+        minimum = self.options.min_offsets_per_trigger
+        if minimum is None or self._target is not None:
+            return False
+        now = time.monotonic()
+        if now - self._last_trigger < self.options.max_trigger_delay.total_seconds():
+            if sum(max(0, end - begin.get(tp, 0)) for tp, end in latest.items()) < minimum:
+                return True
+        self._last_trigger = now
+        return False
+
+    def reportLatestOffset(self) -> dict:
+        return to_json(self.latest())
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = dict(self.latest(fresh=True))
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._ranges(self.broker, from_json(start), from_json(end))
+
+    def commit(self, end: dict) -> None:
+        self._commit_to_group(from_json(end))
+
+    def _commit_to_group(self, processed: Offsets) -> None:
+        """With ``kafka.group.id``: commit processed offsets for monitoring, once per new position."""
+        if self.options.group_id is None or processed == self._group_committed:
+            return
+        self.broker.commit(processed)
+        self._group_committed = processed
+
+    def stop(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+
+
+def _option_name(side: str, kind: str) -> str:
+    """The option a start/end spec came from, for errors."""
+    return {"timestamp": f"{side}Timestamp", "timestamps": f"{side}OffsetsByTimestamp"}.get(kind, f"{side}Offsets")

@@ -1,0 +1,91 @@
+"""``python -m connectors`` (also the ``connectors`` command): look inside running pipelines.
+
+  connectors offsets CHECKPOINT          source offsets and batch status of a query checkpoint
+  connectors lag --bootstrap-servers B --group G [--topic T]
+                                         a Kafka consumer group's lag per partition
+  connectors files PATH [--storage-options JSON]
+                                         a file sink's in-progress, pending and finished parts
+  connectors finish PATH [--storage-options JSON]
+                                         publish the parts a stopped file-sink query left open
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from connectors.core.filesystem import parse_storage_options
+from connectors.tools.checkpoint import read_checkpoint
+
+
+def cmd_offsets(args: argparse.Namespace) -> int:
+    state = read_checkpoint(args.checkpoint)
+    print(f"query id:        {state.query_id}")
+    print(f"last planned:    batch {state.last_planned}")
+    print(f"last committed:  batch {state.last_committed}")
+    if state.pending_batch is not None:
+        print(f"pending:         batch {state.pending_batch} (re-run on restart)")
+    for index, offset in enumerate(state.source_offsets):
+        print(f"source {index}:        {json.dumps(offset, sort_keys=True)}")
+    return 0
+
+
+def cmd_lag(args: argparse.Namespace) -> int:
+    from connectors.tools.lag import group_lag
+
+    rows = group_lag(args.bootstrap_servers, args.group, args.topic)
+    if not rows:
+        print(f"group {args.group!r} has no committed offsets")
+        return 0
+    print(f"{'topic':<30} {'partition':>9} {'committed':>12} {'end':>12} {'lag':>10}")
+    for row in rows:
+        print(f"{row.topic:<30} {row.partition:>9} {row.committed:>12} {row.end:>12} {row.lag:>10}")
+    print(f"total lag: {sum(row.lag for row in rows)}")
+    return 0
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    from connectors.tools.file_sink import status
+
+    queries, finished = status(args.path, args.storage_options)
+    for query in queries:
+        print(f"query {query.query}: last committed batch {query.batch}")
+        for state, parts in (("in-progress", query.in_progress), ("pending", query.pending)):
+            for part in parts:
+                print(f"  {state:<12} {part.final}  {part.size:,} bytes committed")
+    print(f"finished part files: {finished}")
+    return 0
+
+
+def cmd_finish(args: argparse.Namespace) -> int:
+    from connectors.tools.file_sink import finish
+
+    print(f"published {finish(args.path, args.storage_options)} part(s) under {args.path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="connectors", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    offsets = commands.add_parser("offsets", help="a query checkpoint's source offsets")
+    offsets.add_argument("checkpoint")
+    offsets.set_defaults(run=cmd_offsets)
+    lag = commands.add_parser("lag", help="a Kafka consumer group's lag")
+    lag.add_argument("--bootstrap-servers", required=True)
+    lag.add_argument("--group", required=True)
+    lag.add_argument("--topic", help="only this topic")
+    lag.set_defaults(run=cmd_lag)
+    for name, run, text in (("files", cmd_files, "a file sink's parts"),
+                            ("finish", cmd_finish, "publish a stopped file sink's open parts")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("path", help="the sink's base path (a directory or an fsspec URL)")
+        command.add_argument("--storage-options", type=parse_storage_options, default=None,
+                             help="JSON object of fsspec filesystem arguments (endpoint, credentials)")
+        command.set_defaults(run=run)
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"connectors {args.command}: {exc}", file=sys.stderr)
+        return 2
