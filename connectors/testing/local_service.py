@@ -66,6 +66,15 @@ def tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def find_java() -> str:
+    """``$JAVA_HOME/bin/java``, else the ``java`` on the PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise RuntimeError("java not found: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)")
+    return java
+
+
 def run(argv: list[str], what: str, **kwargs: Any) -> None:
     """Run a setup command, failing with its last output lines rather than a bare exit code."""
     result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
