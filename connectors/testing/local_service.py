@@ -1,4 +1,4 @@
-"""Shared machinery of the local test servers (Kafka broker, PostgreSQL).
+"""Shared machinery of the local test servers (Kafka broker, PostgreSQL, Schema Registry).
 
 A server runs in its own session so that it outlives the Python process that started it;
 ``<runtime_dir>/state.json`` records its pid and address so that any later process (a test
