@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 
 install: $(STAMP)
 
-services: install  ## start or reuse local Kafka and PostgreSQL; prints `export ...` lines to eval
+services: install  ## start or reuse local Kafka, PostgreSQL and Schema Registry; prints `export ...` lines to eval
 	@$(PY) -m connectors.testing.services start
 
 services-stop: install

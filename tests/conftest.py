@@ -1,7 +1,8 @@
 """The one fixture module: services, the shared SparkSession, scratch space.
 
 Services come from ``connectors.testing.services``: the environment (KAFKA_BOOTSTRAP_SERVERS,
-POSTGRES_DSN) first, then testcontainers when a Docker engine answers, else the local launchers.
+POSTGRES_DSN, SCHEMA_REGISTRY_URL) first, then testcontainers when a Docker engine answers, else
+the local launchers.
 Nothing is skipped for lack of a service: if none can be had, the fixture fails.
 """
 
@@ -38,6 +39,14 @@ def postgres_dsn() -> str:
     from connectors.testing import services
 
     return services.postgres_dsn()
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url() -> str:
+    """The Confluent-compatible API of a Schema Registry, for ``SchemaRegistryClient({"url": ...})``."""
+    from connectors.testing import services
+
+    return services.schema_registry_url()
 
 
 @pytest.fixture

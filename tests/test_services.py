@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg2
+import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 
 def _topic(bootstrap: str) -> str:
@@ -89,3 +93,47 @@ def test_postgres_round_trip_and_prepared_transactions(postgres_dsn: str) -> Non
         conn.commit()
     finally:
         conn.close()
+
+
+def _avro(*fields: dict[str, object]) -> Schema:
+    record = {"type": "record", "name": "Smoke", "namespace": "connectors.smoke", "fields": list(fields)}
+    return Schema(json.dumps(record), "AVRO")
+
+
+def _fresh(url: str) -> SchemaRegistryClient:
+    """A client with nothing cached, so what it returns comes from the registry."""
+    return SchemaRegistryClient({"url": url})
+
+
+def test_schema_registry_avro_schemas_evolve_under_backward_compatibility(schema_registry_url: str) -> None:
+    subject = f"smoke-{uuid.uuid4().hex[:12]}-value"
+    v1 = _avro({"name": "id", "type": "long"})
+    with SchemaRegistryClient({"url": schema_registry_url}) as client:
+        v1_id = client.register_schema(subject, v1)
+        with _fresh(schema_registry_url) as reader:
+            by_id = reader.get_schema(v1_id)
+            latest = reader.get_latest_version(subject)
+        assert by_id.schema_type == "AVRO" and json.loads(by_id.schema_str) == json.loads(v1.schema_str)
+        assert (latest.schema_id, latest.subject, latest.version) == (v1_id, subject, 1)
+        assert json.loads(latest.schema.schema_str) == json.loads(v1.schema_str)
+
+        client.set_compatibility(subject, "BACKWARD")
+        assert client.get_compatibility(subject) == "BACKWARD"
+        # A field added with a default: readers of v2 can read v1 data.
+        v2 = _avro({"name": "id", "type": "long"}, {"name": "name", "type": "string", "default": ""})
+        assert client.test_compatibility(subject, v2)
+        v2_id = client.register_schema(subject, v2)
+        assert v2_id != v1_id
+        # A field added without a default: v1 data has no value for it, so it is refused.
+        v3 = _avro({"name": "id", "type": "long"}, {"name": "name", "type": "string", "default": ""},
+                   {"name": "email", "type": "string"})
+        assert not client.test_compatibility(subject, v3)
+        with pytest.raises(SchemaRegistryError) as refused:
+            client.register_schema(subject, v3)
+        assert refused.value.http_status_code == 409
+
+    with _fresh(schema_registry_url) as reader:
+        latest = reader.get_latest_version(subject)
+        assert (latest.schema_id, latest.version) == (v2_id, 2)
+        assert json.loads(latest.schema.schema_str) == json.loads(v2.schema_str)
+        assert reader.get_schema(v1_id).schema_str == by_id.schema_str  # v1 is still served by id

@@ -7,7 +7,6 @@ The broker's jars are pinned by version and fetched from Maven Central with ``mv
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import subprocess
 import uuid
@@ -17,13 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.testing.local_service import (
-    LocalService,
-    cache_dir,
-    free_ports,
-    log,
-    run,
-)
+from connectors.testing.local_service import LocalService, cache_dir, find_java, free_ports, log, run
 
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"
@@ -87,14 +80,6 @@ logger.state.level = WARN
 """
 
 
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise RuntimeError("java not found: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)")
-    return java
-
-
 def _cluster_id() -> str:
     """Kafka's Uuid text form: URL-safe base64 without padding, never starting with '-'."""
     while True:
@@ -133,7 +118,7 @@ class KafkaBroker(LocalService):
         partial.rename(self.libs)  # only a complete download counts
 
     def _launch(self) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-        java = _java()
+        java = find_java()
         port, controller_port = free_ports(2)
         settings = SETTINGS | {
             "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",

@@ -1,4 +1,4 @@
-"""Shared machinery of the local test servers (Kafka broker, PostgreSQL).
+"""Shared machinery of the local test servers (Kafka broker, PostgreSQL, Schema Registry).
 
 A server runs in its own session so that it outlives the Python process that started it;
 ``<runtime_dir>/state.json`` records its pid and address so that any later process (a test
@@ -64,6 +64,15 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 def tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def find_java() -> str:
+    """``$JAVA_HOME/bin/java``, else the ``java`` on the PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise RuntimeError("java not found: install a JDK 17 (e.g. apt-get install openjdk-17-jdk-headless)")
+    return java
 
 
 def run(argv: list[str], what: str, **kwargs: Any) -> None:

@@ -1,10 +1,11 @@
-"""Where the tests' Kafka and PostgreSQL come from: the one place that decides.
+"""Where the tests' Kafka, PostgreSQL and Schema Registry come from: the one place that decides.
 
-In order: the ``KAFKA_BOOTSTRAP_SERVERS`` / ``POSTGRES_DSN`` environment variables; else
-testcontainers when a Docker engine answers; else the local launchers (a Kafka broker fetched
-with mvn, Debian's PostgreSQL), which outlive this process and are reused by later ones.
+In order: the ``KAFKA_BOOTSTRAP_SERVERS`` / ``POSTGRES_DSN`` / ``SCHEMA_REGISTRY_URL``
+environment variables; else testcontainers when a Docker engine answers; else the local
+launchers (a Kafka broker and Apicurio Registry fetched with mvn, Debian's PostgreSQL), which
+outlive this process and are reused by later ones.
 
-``python -m connectors.testing.services start`` prints two ``export`` lines for a shell to
+``python -m connectors.testing.services start`` prints three ``export`` lines for a shell to
 ``eval``; ``python -m connectors.testing.services stop`` stops the local servers.
 """
 
@@ -14,6 +15,7 @@ import argparse
 import functools
 import logging
 import os
+import re
 import shlex
 import socket
 import sys
@@ -23,13 +25,15 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from connectors.testing import kafka_broker, postgres_server
+from connectors.testing import kafka_broker, postgres_server, schema_registry
 from connectors.testing.kafka_broker import KafkaBroker
 from connectors.testing.local_service import LocalService, free_ports, log
 from connectors.testing.postgres_server import PostgresServer
+from connectors.testing.schema_registry import SchemaRegistry
 
 KAFKA_IMAGE = "apache/kafka:4.1.1"
 POSTGRES_IMAGE = "postgres:15"
+SCHEMA_REGISTRY_IMAGE = f"apicurio/apicurio-registry:{schema_registry.APICURIO_VERSION}"
 
 # Started by this process, with their addresses; testcontainers' reaper removes them when it exits.
 _containers: dict[str, tuple[Any, str]] = {}
@@ -51,11 +55,20 @@ def postgres_dsn(*, persistent: bool = False) -> str:
     return _resolve("POSTGRES_DSN", _postgres_container, PostgresServer, persistent)
 
 
+def schema_registry_url(*, persistent: bool = False) -> str:
+    """URL ``http://host:port/apis/ccompat/v7`` of a Confluent-compatible Schema Registry (Apicurio's).
+
+    It is what confluent-kafka's ``SchemaRegistryClient({"url": ...})`` takes. ``persistent``
+    skips testcontainers, whose containers die with this process.
+    """
+    return _resolve("SCHEMA_REGISTRY_URL", _schema_registry_container, SchemaRegistry, persistent)
+
+
 def stop_all() -> None:
     """Stop the containers this process started and the local servers (shared by every process)."""
     while _containers:
         _containers.popitem()[1][0].stop()
-    for service in (KafkaBroker(), PostgresServer()):
+    for service in (KafkaBroker(), PostgresServer(), SchemaRegistry()):
         service.stop()
 
 
@@ -133,6 +146,25 @@ def _postgres_container() -> str:
     return _containers["postgres"][1]
 
 
+def _schema_registry_container() -> str:
+    if "schema-registry" not in _containers:
+        from testcontainers.core.container import DockerContainer
+
+        # Quarkus reads a property from the environment under its upper-cased, underscored name.
+        env = {re.sub(r"[.-]", "_", key).upper(): value for key, value in schema_registry.SETTINGS.items()}
+        log.info("starting a %s container", SCHEMA_REGISTRY_IMAGE)
+        container = DockerContainer(SCHEMA_REGISTRY_IMAGE).with_exposed_ports(8080).with_envs(**env).start()
+        host, port = container.get_container_host_ip(), container.get_exposed_port(8080)
+        url = f"http://{host}:{port}{schema_registry.CCOMPAT_PATH}"
+        _containers["schema-registry"] = (container, url)
+        deadline = time.monotonic() + 120
+        while not schema_registry.answers(url):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {SCHEMA_REGISTRY_IMAGE} container did not answer at {url} within 120 s")
+            time.sleep(0.5)
+    return _containers["schema-registry"][1]
+
+
 def main(argv: list[str] | None = None) -> None:
     prog = "python -m connectors.testing.services"
     parser = argparse.ArgumentParser(prog=prog, description="Start or stop the local test services.")
@@ -141,8 +173,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     if args.command == "start":
         bootstrap, dsn = kafka_bootstrap_servers(persistent=True), postgres_dsn(persistent=True)
+        registry = schema_registry_url(persistent=True)
         print(f"export KAFKA_BOOTSTRAP_SERVERS={shlex.quote(bootstrap)}")
         print(f"export POSTGRES_DSN={shlex.quote(dsn)}")
+        print(f"export SCHEMA_REGISTRY_URL={shlex.quote(registry)}")
     else:
         stop_all()
 
