@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	# drop an editable install from when the distribution was called `connectors` (an unrelated PyPI project)
+	$(PY) -m pip uninstall -q -y connectors 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	# an editable install skips setup.py's copy of the startup hook (connectors/_worker_startup.py)
 	$(PY) -c 'import shutil, sysconfig; shutil.copy("connectors-worker-startup.pth", sysconfig.get_paths()["purelib"])'

@@ -15,8 +15,13 @@ import argparse
 import json
 import sys
 
+from connectors import __version__
 from connectors.checkpoint import read_checkpoint
 from connectors.core.filesystem import parse_storage_options
+
+
+# [project] name in pyproject.toml (the wheel test checks they agree); imported as `connectors`.
+DISTRIBUTION = "pyspark-flink-connectors"
 
 
 def cmd_offsets(args: argparse.Namespace) -> int:
@@ -67,6 +72,7 @@ def cmd_finish(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="connectors", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"{DISTRIBUTION} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     offsets = commands.add_parser("offsets", help="a query checkpoint's source offsets")
     offsets.add_argument("checkpoint")
