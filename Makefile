@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install services services-stop demo test bench clean
+.PHONY: install services services-stop demo test wheel-test bench clean
 
 $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,11 @@ demo: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+wheel-test: install  ## build sdist and wheel, install the wheel in a fresh venv, smoke-test it from outside the tree
+	$(PY) tests/wheel/run.py
+
 bench: install
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
