@@ -4,11 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install services services-stop demo test bench clean
+.PHONY: install services services-stop demo test wheel-test bench clean
 
 $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	# drop an editable install from when the distribution was called `connectors` (an unrelated PyPI project)
+	$(PY) -m pip uninstall -q -y connectors 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	# an editable install skips setup.py's copy of the startup hook (connectors/_worker_startup.py)
 	$(PY) -c 'import shutil, sysconfig; shutil.copy("connectors-worker-startup.pth", sysconfig.get_paths()["purelib"])'
@@ -28,8 +30,11 @@ demo: install
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+wheel-test: install  ## build sdist and wheel, install the wheel in a fresh venv, smoke-test it from outside the tree
+	$(PY) tests/wheel/run.py
+
 bench: install
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -4,6 +4,8 @@ process (its own JVM with its own packages), then write ``results/summary.md`` a
 
 from __future__ import annotations
 
+import argparse
+import ast
 import json
 import subprocess
 import sys
@@ -14,8 +16,29 @@ from benchmarks.common import RESULTS
 HERE = Path(__file__).parent
 
 
+def benchmarks() -> dict[str, str]:
+    """Every benchmark's name and the first sentence of its docstring, without importing it."""
+    first = {}
+    for path in sorted(HERE.glob("bench_*.py")):
+        text = (ast.get_docstring(ast.parse(path.read_text())) or "").split("\n\n")[0]
+        first[path.stem.removeprefix("bench_")] = " ".join(text.replace("``", "").split())
+    return first
+
+
 def main(argv: list[str]) -> int:
-    names = argv or sorted(p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py"))
+    available = benchmarks()
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run benchmarks, ours side by side with Spark's own, each in its own process.\n"
+        "Results and a summary of the ratios go to benchmarks/results/.",
+        epilog="benchmarks:\n" + "\n".join(f"  {name:<14} {text}" for name, text in available.items())
+        + "\n\nEach one also runs alone, with its own options: python -m benchmarks.bench_NAME --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("names", nargs="*", metavar="name", help="benchmarks to run (default: all)")
+    names = parser.parse_args(argv).names or list(available)
+    if unknown := [name for name in names if name not in available]:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)} (choose from {', '.join(available)})")
     failed = []
     for name in names:
         print(f"== benchmark {name}", flush=True)
@@ -28,6 +51,7 @@ def main(argv: list[str]) -> int:
 
 
 def summarize() -> None:
+    RESULTS.mkdir(exist_ok=True)  # absent when every benchmark failed before reporting
     rows = []
     for path in sorted(RESULTS.glob("*.json")):
         data = json.loads(path.read_text())

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import importlib
 
+__all__ = ["FORMATS", "__version__", "register"]
+
+# The one place the version is written: pyproject.toml reads it (setuptools' dynamic version).
 __version__ = "0.1.0"
 
 # Each connector's package defines its format name (FORMAT) and DataSource; each also has a

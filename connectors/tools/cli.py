@@ -15,9 +15,12 @@ import argparse
 import json
 import sys
 
+from connectors import __version__
 from connectors.core.filesystem import parse_storage_options
 from connectors.tools.checkpoint import read_checkpoint
 
+# [project] name in pyproject.toml (the wheel test checks they agree); imported as `connectors`.
+DISTRIBUTION = "pyspark-flink-connectors"
 
 def cmd_offsets(args: argparse.Namespace) -> int:
     state = read_checkpoint(args.checkpoint)
@@ -67,6 +70,7 @@ def cmd_finish(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="connectors", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"{DISTRIBUTION} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     offsets = commands.add_parser("offsets", help="a query checkpoint's source offsets")
     offsets.add_argument("checkpoint")
