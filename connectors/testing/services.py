@@ -118,11 +118,7 @@ def _kafka_container() -> str:
         container = DockerContainer(KAFKA_IMAGE).with_bind_ports(port, port).with_envs(**env).start()
         address = f"localhost:{port}"
         _containers["kafka"] = (container, address)
-        deadline = time.monotonic() + 120
-        while not kafka_broker.answers(address):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {KAFKA_IMAGE} container did not answer at {address} within 120 s")
-            time.sleep(0.5)
+        _wait_for(KAFKA_IMAGE, address, kafka_broker.answers)
     return _containers["kafka"][1]
 
 
@@ -157,12 +153,16 @@ def _schema_registry_container() -> str:
         host, port = container.get_container_host_ip(), container.get_exposed_port(8080)
         url = f"http://{host}:{port}{schema_registry.CCOMPAT_PATH}"
         _containers["schema-registry"] = (container, url)
-        deadline = time.monotonic() + 120
-        while not schema_registry.answers(url):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {SCHEMA_REGISTRY_IMAGE} container did not answer at {url} within 120 s")
-            time.sleep(0.5)
+        _wait_for(SCHEMA_REGISTRY_IMAGE, url, schema_registry.answers)
     return _containers["schema-registry"][1]
+
+
+def _wait_for(image: str, address: str, answers: Callable[[str], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not answers(address):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the {image} container did not answer at {address} within {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> None:
