@@ -101,3 +101,11 @@ def test_a_connectors_source_and_sink_share_only_core_and_the_datasource(connect
         for path in (PACKAGE / connector / side).rglob("*.py"):
             crossing = [m for m in _imports(path) if m.startswith(f"connectors.{connector}.{other}")]
             assert crossing == [], f"{path.relative_to(PACKAGE)} imports {crossing}"
+
+
+def test_importing_the_top_package_imports_no_connector():
+    """The worker startup hook imports ``connectors`` in every Python process; connectors.core
+    must wait for the first connector code (worker_gc decides at that import)."""
+    code = "import json, sys, connectors; print(json.dumps(sorted(m for m in sys.modules if m.startswith('connectors'))))"
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert set(loaded) <= {"connectors", "connectors._worker_startup"}, loaded
