@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg2
 import pyarrow as pa
@@ -37,7 +38,7 @@ from connectors.jdbc.statements import (
     parse_named_parameters,
 )
 from connectors.jdbc.table import parse_table_name
-from connectors.jdbc.task_writer import JdbcWriteError, PartitionWriter, chunks
+from connectors.jdbc.task_writer import JdbcCommitMessage, JdbcWriteError, PartitionWriter, chunks, connect
 from connectors.jdbc.writer import plan_write, stream_writer
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
@@ -96,6 +97,11 @@ def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWri
         ({"url": "postgresql://h/db", "dbtable": "t", "deliveryGuarantee": "twice"}, "option 'deliveryGuarantee' = 'twice'"),
         ({"url": "postgresql://h/db", "dbtable": "t", "batchsise": "5"}, "unknown option; did you mean 'batchSize'?"),
         ({"url": "postgresql://h/db", "dbtable": "t", "sslfoo": "1"}, "option 'sslfoo': unknown option; SSL options are"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "lockTimeout": "soon"}, "option 'lockTimeout' = 'soon': expected a duration"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "queryTimeout": "-1"}, "option 'queryTimeout' = '-1': must not be negative"),
+        ({"url": "jdbc:postgresql://h/db?socketTimeout=30", "dbtable": "t"},
+         "URL parameter 'socketTimeout' (a client read timeout) has no libpq equivalent: remove it; the options 'queryTimeout'"),
+        ({"url": "jdbc:postgresql://h/db?tcpKeepAlive=yes", "dbtable": "t"}, "URL parameter 'tcpKeepAlive' must be true or false"),
     ],
 )
 def test_bad_options_name_option_and_value(options, message):
@@ -124,6 +130,13 @@ def test_jdbc_url_becomes_libpq_dsn():
         "postgresql://h:5433/db?user=u&sslmode=require&application_name=app&options=-csearch_path%3Ds"
     )
     assert libpq_dsn("jdbc:postgresql:db") == "postgresql://localhost/db"
+    assert libpq_dsn("jdbc:postgresql://h/db?tcpKeepAlive=true&socketTimeout=0") == "postgresql://h/db?keepalives=1"
+    assert libpq_dsn("jdbc:postgresql://h/db?tcpKeepAlive=FALSE") == "postgresql://h/db?keepalives=0"
+    # the URL's connectTimeout holds unless connectionCheckTimeoutSeconds is set to another value
+    assert "connect_timeout" not in JdbcConnectionOptions(url="jdbc:postgresql://h/db?connectTimeout=5").connect_kwargs()
+    assert JdbcConnectionOptions(url="postgresql://h/db").connect_kwargs()["connect_timeout"] == 60
+    options = JdbcConnectionOptions(url="jdbc:postgresql://h/db?connectTimeout=5", connection_check_timeout_seconds=7)
+    assert options.connect_kwargs()["connect_timeout"] == 7
     assert libpq_dsn("postgresql://u@h/db?sslmode=verify-full") == "postgresql://u@h/db?sslmode=verify-full"
 
 
@@ -438,3 +451,80 @@ def test_an_upstream_failure_mid_copy_surfaces_unchanged_and_commits_nothing(pos
     with pytest.raises(ValueError, match="upstream broke"):
         writer.write(broken())
     assert count(pg, table) == (0, 0)
+
+
+# --- timeouts ---------------------------------------------------------------------------------
+
+
+def in_thread(call) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_lock_held_by_a_dead_peer_times_out_and_a_retry_takes_over(postgres_dsn, pg, table, unique, caplog):
+    # An attempt whose executor died mid-transaction holds the progress row until the server ends
+    # its session (for a vanished host: TCP keepalive, hours): the writer must not wait for it.
+    zombie = psycopg2.connect(postgres_dsn)
+    try:
+        writer, key = make_writer(postgres_dsn, table, unique, lockTimeout="300ms", maxRetries="1")
+        zombie.cursor().execute(
+            "INSERT INTO connectors_jdbc_progress (sink_id, batch_id, partition_id, row_count) VALUES (%s, %s, %s, -1)",
+            key.params(),
+        )
+        thread, result = in_thread(lambda: writer.write(iter(arrow_batches(0, 100, 100))))
+        thread.join(20)
+        assert not thread.is_alive(), "the write waits on the lock"
+        assert isinstance(result["error"], JdbcWriteError)
+        assert "SQLSTATE 55P03): canceling statement due to lock timeout (the option 'lockTimeout' sets it)" in str(result["error"])
+        # with retries left, a retry takes the row once the dead peer's transaction ended
+        writer, _ = make_writer(postgres_dsn, table, unique, lockTimeout="300ms", maxRetries="5")
+        with caplog.at_level(logging.WARNING, logger="connectors.core.retry"):
+            thread, result = in_thread(lambda: writer.write(iter(arrow_batches(0, 100, 100))))
+            wait_until(lambda: any("lock timeout" in r.getMessage() for r in caplog.records), 20, "a retry")
+            zombie.rollback()
+            thread.join(60)
+        assert result["value"] == JdbcCommitMessage(key, 100, 0) and count(pg, table) == (100, 100)
+    finally:
+        zombie.close()
+
+
+def test_a_statement_waiting_longer_than_query_timeout_fails(postgres_dsn, pg, table, unique):
+    holder = psycopg2.connect(postgres_dsn)
+    try:
+        writer, _ = make_writer(postgres_dsn, table, unique, lockTimeout="0", queryTimeout="1")
+        holder.cursor().execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        thread, result = in_thread(lambda: writer.write(iter(arrow_batches(0, 100, 100))))
+        thread.join(20)
+        assert not thread.is_alive(), "the write waits without a statement timeout"
+        assert time.monotonic() - started < 10
+        assert "canceling statement due to statement timeout (the option 'queryTimeout' sets it)" in str(result["error"])
+    finally:
+        holder.close()
+    assert count(pg, table) == (0, 0)
+
+
+def test_sessions_carry_the_timeouts_and_the_url_keepalive_setting(postgres_dsn):
+    parts = urlsplit(postgres_dsn)
+    url = f"jdbc:postgresql://{parts.hostname}:{parts.port}{parts.path}?tcpKeepAlive=false&connectTimeout=7"
+    options = JdbcConnectionOptions(url=url, username=parts.username, password=parts.password,
+                                    lock_timeout="1500ms", query_timeout=9)  # fmt: skip
+    connection = connect(options)
+    try:
+        assert {k: connection.get_dsn_parameters()[k] for k in ("keepalives", "connect_timeout")} == {
+            "keepalives": "0", "connect_timeout": "7"}  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('lock_timeout'), current_setting('statement_timeout'), "
+                           "current_setting('idle_in_transaction_session_timeout'), current_setting('TimeZone')")  # fmt: skip
+            assert cursor.fetchone() == ("1500ms", "9s", "9s", "UTC")
+    finally:
+        connection.close()

@@ -32,8 +32,12 @@ from connectors.jdbc.statements import Statement
 log = logging.getLogger(__name__)
 
 # SQLSTATEs worth a retry on a new connection: connection exceptions (class 08), the server
-# shutting down or starting (57P0x), too many connections, serialization failure, deadlock.
-_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+# shutting down or starting (57P0x), too many connections, serialization failure, deadlock, lock
+# timeout (a lock held by a dead peer's transaction until the server ends it).
+_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01", "55P03")
+
+# A statement timeout, a lock timeout: the option that sets it.
+_TIMEOUT_OPTIONS = {"57014": "queryTimeout", "55P03": "lockTimeout"}
 
 
 class JdbcWriteError(RuntimeError):
@@ -63,6 +67,7 @@ def describe(exc: BaseException, target: str) -> str:
     text += f", SQLSTATE {exc.pgcode}): " if exc.pgcode else "): "
     text += (diag.message_primary or str(exc)).strip().rstrip(".")
     text += f". {diag.message_detail.strip().rstrip('.')}" if diag.message_detail else ""
+    text += f" (the option '{_TIMEOUT_OPTIONS[exc.pgcode]}' sets it)" if exc.pgcode in _TIMEOUT_OPTIONS else ""
     return text + ". The partition's transaction was rolled back."
 
 
@@ -86,12 +91,14 @@ class JdbcCommitMessage(WriterCommitMessage):
 
 
 def connect(options: JdbcConnectionOptions):
-    """A psycopg2 connection in UTC, so timestamps land the same through COPY and INSERT."""
+    """A psycopg2 connection with the options' session settings (UTC, the timeouts)."""
     import psycopg2
 
     connection = psycopg2.connect(**options.connect_kwargs())
+    settings = options.session_settings()
     with connection.cursor() as cursor:
-        cursor.execute("SET TIME ZONE 'UTC'")
+        calls = ", ".join(["set_config(%s, %s, false)"] * len(settings))
+        cursor.execute(f"SELECT {calls}", [*itertools.chain(*settings.items())])
     connection.commit()
     return connection
 
@@ -102,7 +109,8 @@ _idle: dict[tuple, tuple[int, object]] = {}
 
 
 def _idle_key(options: JdbcConnectionOptions) -> tuple:
-    return tuple(sorted((key, str(value)) for key, value in options.connect_kwargs().items()))
+    settings = {**options.connect_kwargs(), **options.session_settings()}
+    return tuple(sorted((key, str(value)) for key, value in settings.items()))
 
 
 def borrow(options: JdbcConnectionOptions):
