@@ -97,6 +97,8 @@ def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWri
         ({"url": "postgresql://h/db", "dbtable": "t", "deliveryGuarantee": "twice"}, "option 'deliveryGuarantee' = 'twice'"),
         ({"url": "postgresql://h/db", "dbtable": "t", "batchsise": "5"}, "unknown option; did you mean 'batchSize'?"),
         ({"url": "postgresql://h/db", "dbtable": "t", "sslfoo": "1"}, "option 'sslfoo': unknown option; SSL options are"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sinkId": ""}, "option 'sinkId' = '': must not be empty"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sinkId": "  "}, "option 'sinkId' = '  ': must not be empty"),
         ({"url": "postgresql://h/db", "dbtable": "t", "lockTimeout": "soon"}, "option 'lockTimeout' = 'soon': expected a duration"),
         ({"url": "postgresql://h/db", "dbtable": "t", "queryTimeout": "-1"}, "option 'queryTimeout' = '-1': must not be negative"),
         ({"url": "jdbc:postgresql://h/db?socketTimeout=30", "dbtable": "t"},

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from connectors.core.guarantees import DeliveryGuarantee, parse_guarantee
 from connectors.core.options import (
+    OptionError,
     Options,
     choice,
     non_negative,
@@ -197,6 +198,21 @@ def _parse_mode(text: str) -> WriteMode:
     return WriteMode(choice("append", "upsert")(text))
 
 
+def missing_sink_id() -> OptionError:
+    """Exactly-once without a query id to key progress rows by, and no sinkId."""
+    return OptionError(
+        FORMAT, "sinkId", None,
+        "required for exactly-once where the streaming query id is unavailable (Spark Connect, or the sink "
+        "called outside a streaming query): set a sinkId that stays the same when the query restarts, or "
+        "deliveryGuarantee=at-least-once",
+    )  # fmt: skip
+
+
+def _not_blank(value: str) -> None:
+    if not value.strip():
+        raise ValueError("must not be empty")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
     """Every option of ``connectors.jdbc``: connection, execution, target and guarantee."""
@@ -212,7 +228,8 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
         doc="exactly-once, at-least-once or none",
     )
     sink_id: str | None = option(
-        "sinkId", default=None, doc="names this sink in the progress table (default: query id + target)",
+        "sinkId", default=None, checks=[_not_blank],
+        doc="names this sink in the progress table, with the target (default: the query id)",
     )
     progress_table: str = option(
         "progressTable", default="connectors_jdbc_progress", doc="exactly-once bookkeeping table (created if missing)",
