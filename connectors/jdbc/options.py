@@ -24,6 +24,7 @@ from connectors.core.options import (
     parse_duration,
     parse_int,
     parse_list,
+    parse_size,
     positive,
 )
 from connectors.jdbc import FORMAT
@@ -183,6 +184,10 @@ class JdbcExecutionOptions(Options):
     max_retries: int = option(
         "maxRetries", parse_int, default=3, checks=[non_negative],
         doc="retries of a failed transaction after a transient error (reconnecting, with back-off)",
+    )
+    max_buffered_bytes: int = option(
+        "maxBufferedBytes", parse_size, default=64 << 20, checks=[positive],
+        doc="rows a task keeps for a retry; a partition's transaction commits when they reach this size",
     )
 
 

@@ -67,7 +67,11 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
         progress = None
         if config.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             progress = ProgressTable(_quoted(config, "progressTable", config.progress_table, connection))
-            progress.create(connection)
+            try:
+                progress.create(connection)
+            except psycopg2.Error as exc:
+                connection.rollback()
+                raise config.error("progressTable", f"cannot create or update it: {str(exc).strip()}") from None
     finally:
         release(connection, config.connection)  # closed instead if a failed check left it unusable
     target = f"table {name}" if config.sql is None else "the custom sql statement"
@@ -120,8 +124,8 @@ class _JdbcWriter:
     @staticmethod
     def _log(messages: list[JdbcCommitMessage | None], what: str) -> None:
         done = [m for m in messages if m is not None]
-        log.info("%s: %s: %d rows written, %d partitions skipped as already committed",
-                 FORMAT, what, sum(m.rows for m in done if not m.skipped), sum(m.skipped for m in done))
+        log.info("%s: %s: %d rows written, %d more committed by earlier attempts",
+                 FORMAT, what, sum(m.rows for m in done), sum(m.skipped for m in done))
 
 
 class JdbcBatchWriter(_JdbcWriter, DataSourceArrowWriter):
