@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
 
 UTC = dt.timezone.utc
@@ -177,6 +178,27 @@ def test_foreach_batch_sink_with_typed_options(spark, postgres_dsn, pg, unique, 
     assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {unique}") == [(2000, 2000)]
     pg.execute(f"SELECT DISTINCT batch_id FROM connectors_jdbc_progress WHERE sink_id = '{query.id}:\"public\".\"{unique}\"'")
     assert pg.fetchall() == [(2,)]  # keyed by the streaming query like the format, pruned the same way
+
+
+def test_foreach_batch_without_a_query_id_needs_a_sink_id_then_writes_once(spark, postgres_dsn, pg, unique):
+    # Called outside a streaming query, as under Spark Connect: no query id to key progress rows by.
+    pg.execute(f"CREATE TABLE {unique} (id bigint)")  # no key: a second write would show
+    pg.execute(f"CREATE TABLE {unique}_b (id bigint)")
+    df = spark.range(0, 100, 1, 2)
+    with pytest.raises(OptionError, match="option 'sinkId': required for exactly-once where the streaming query id"):
+        JdbcSink(url=postgres_dsn, dbtable=unique)(df, 3)
+    with pytest.raises(OptionError, match="option 'sinkId' = '': must not be empty"):
+        JdbcSink(url=postgres_dsn, dbtable=unique, sinkId="")
+    assert rows(pg, f"SELECT count(*) FROM {unique}") == [(0,)]
+    sink = JdbcSink(url=postgres_dsn, dbtable=unique, sinkId=unique)
+    sink(df, 3)
+    sink(df, 3)  # batch 3 again: a replay
+    assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {unique}") == [(100, 100)]
+    # the same sinkId writing another table is another sink: its batch 3 is not the first one's
+    JdbcSink(url=postgres_dsn, dbtable=f"{unique}_b", sinkId=unique)(df, 3)
+    assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {unique}_b") == [(100, 100)]
+    JdbcSink(url=postgres_dsn, dbtable=f"{unique}_b", deliveryGuarantee="at-least-once")(df, 4)  # needs no id
+    assert rows(pg, f"SELECT count(*) FROM {unique}_b") == [(200,)]
 
 
 def test_odd_table_schema_and_column_names(spark, postgres_dsn, pg, unique):

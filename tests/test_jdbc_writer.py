@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg2
 import pyarrow as pa
@@ -27,6 +28,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from connectors.core.digest import arrow_digest
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
 from connectors.jdbc.exactly_once import ProgressKey
@@ -37,7 +39,7 @@ from connectors.jdbc.statements import (
     parse_named_parameters,
 )
 from connectors.jdbc.table import parse_table_name
-from connectors.jdbc.task_writer import JdbcWriteError, PartitionWriter, chunks
+from connectors.jdbc.task_writer import JdbcCommitMessage, JdbcWriteError, PartitionWriter, chunks, connect
 from connectors.jdbc.writer import plan_write, stream_writer
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
@@ -96,6 +98,14 @@ def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWri
         ({"url": "postgresql://h/db", "dbtable": "t", "deliveryGuarantee": "twice"}, "option 'deliveryGuarantee' = 'twice'"),
         ({"url": "postgresql://h/db", "dbtable": "t", "batchsise": "5"}, "unknown option; did you mean 'batchSize'?"),
         ({"url": "postgresql://h/db", "dbtable": "t", "sslfoo": "1"}, "option 'sslfoo': unknown option; SSL options are"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sinkId": ""}, "option 'sinkId' = '': must not be empty"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sinkId": "  "}, "option 'sinkId' = '  ': must not be empty"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "maxBufferedBytes": "0"}, "option 'maxBufferedBytes' = '0': must be"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "lockTimeout": "soon"}, "option 'lockTimeout' = 'soon': expected a duration"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "queryTimeout": "-1"}, "option 'queryTimeout' = '-1': must not be negative"),
+        ({"url": "jdbc:postgresql://h/db?socketTimeout=30", "dbtable": "t"},
+         "URL parameter 'socketTimeout' (a client read timeout) has no libpq equivalent: remove it; the options 'queryTimeout'"),
+        ({"url": "jdbc:postgresql://h/db?tcpKeepAlive=yes", "dbtable": "t"}, "URL parameter 'tcpKeepAlive' must be true or false"),
     ],
 )
 def test_bad_options_name_option_and_value(options, message):
@@ -124,6 +134,13 @@ def test_jdbc_url_becomes_libpq_dsn():
         "postgresql://h:5433/db?user=u&sslmode=require&application_name=app&options=-csearch_path%3Ds"
     )
     assert libpq_dsn("jdbc:postgresql:db") == "postgresql://localhost/db"
+    assert libpq_dsn("jdbc:postgresql://h/db?tcpKeepAlive=true&socketTimeout=0") == "postgresql://h/db?keepalives=1"
+    assert libpq_dsn("jdbc:postgresql://h/db?tcpKeepAlive=FALSE") == "postgresql://h/db?keepalives=0"
+    # the URL's connectTimeout holds unless connectionCheckTimeoutSeconds is set to another value
+    assert "connect_timeout" not in JdbcConnectionOptions(url="jdbc:postgresql://h/db?connectTimeout=5").connect_kwargs()
+    assert JdbcConnectionOptions(url="postgresql://h/db").connect_kwargs()["connect_timeout"] == 60
+    options = JdbcConnectionOptions(url="jdbc:postgresql://h/db?connectTimeout=5", connection_check_timeout_seconds=7)
+    assert options.connect_kwargs()["connect_timeout"] == 7
     assert libpq_dsn("postgresql://u@h/db?sslmode=verify-full") == "postgresql://u@h/db?sslmode=verify-full"
 
 
@@ -185,9 +202,9 @@ def test_upsert_keeps_the_last_row_per_key():
 def test_exactly_once_skips_a_committed_key_and_detects_changed_input(postgres_dsn, pg, table, unique):
     writer, key = make_writer(postgres_dsn, table, unique)
     message = writer.write(iter(arrow_batches(0, 1000, 300)))
-    assert (message.rows, message.skipped) == (1000, False)
-    again = make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 1000, 300)))
-    assert (again.rows, again.skipped) == (1000, True)
+    assert (message.rows, message.skipped) == (1000, 0)
+    again = make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 1000, 70)))  # other batch sizes
+    assert (again.rows, again.skipped) == (0, 1000)
     assert count(pg, table) == (1000, 1000)
     with pytest.raises(JdbcWriteError, match="committed with 1000 rows, but its re-execution has 999"):
         make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 999, 300)))
@@ -201,7 +218,7 @@ def test_a_retry_after_a_cut_short_attempt_writes_exactly_the_missing_rows(postg
     writer, key = make_writer(postgres_dsn, table, unique)
     assert writer.write(iter(arrow_batches(0, 400, 300))).rows == 400
     retry = make_writer(postgres_dsn, table, unique)[0].write(iter(arrow_batches(0, 1000, 300)))
-    assert (retry.rows, retry.skipped) == (1000, False)
+    assert (retry.rows, retry.skipped) == (600, 400)
     assert count(pg, table) == (1000, 1000)
     pg.execute("SELECT row_count FROM connectors_jdbc_progress WHERE sink_id = %s", (key.sink_id,))
     assert pg.fetchall() == [(1000,)]
@@ -425,7 +442,7 @@ def test_concurrent_attempts_at_one_key_write_once(postgres_dsn, pg, table, uniq
     assert started.wait(60)
     results["second"] = second.write(iter(arrow_batches(0, 500, 100)))
     thread.join(60)
-    assert (results["first"].skipped, results["second"].skipped) == (False, True)
+    assert (results["first"].skipped, results["second"].skipped) == (0, 500)
     assert count(pg, table) == (500, 500)
 
 
@@ -438,3 +455,187 @@ def test_an_upstream_failure_mid_copy_surfaces_unchanged_and_commits_nothing(pos
     with pytest.raises(ValueError, match="upstream broke"):
         writer.write(broken())
     assert count(pg, table) == (0, 0)
+
+
+# --- digests: a replay with other rows ----------------------------------------------------------
+
+
+def progress_row(cursor, key: ProgressKey, table: str = "connectors_jdbc_progress") -> tuple:
+    cursor.execute(f"SELECT row_count, digest FROM {table} WHERE sink_id = %s AND batch_id = %s AND partition_id = %s",
+                   key.params())  # fmt: skip
+    return cursor.fetchone()
+
+
+def test_a_replay_bringing_other_rows_fails_instead_of_losing_or_duplicating(postgres_dsn, pg, table, unique):
+    # The source's partition count changed before the restart: partition 0 of batch 7 holds other rows.
+    writer, key = make_writer(postgres_dsn, table, unique)
+    writer.write(iter(arrow_batches(0, 1000, 300)))
+    assert progress_row(pg, key) == (1000, arrow_digest(arrow_batches(0, 1000, 1000)))
+    for replay in (arrow_batches(1000, 1000, 300), arrow_batches(500, 1500, 300)):  # as many rows; more rows
+        with pytest.raises(JdbcWriteError) as info:
+            make_writer(postgres_dsn, table, unique)[0].write(iter(replay))
+        assert f"sink id '{key.sink_id}', batch 7, partition 0: the first 1000 rows of this re-execution are not the 1000 rows committed" in str(info.value)
+    assert count(pg, table) == (1000, 1000) and progress_row(pg, key)[0] == 1000
+
+
+def test_an_old_progress_table_gains_the_digest_column_and_its_rows_still_skip(postgres_dsn, pg, table, unique):
+    progress = f"{unique}_progress"
+    pg.execute(f"""CREATE TABLE {progress} (sink_id text NOT NULL, batch_id bigint NOT NULL, partition_id integer NOT NULL,
+                   row_count bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(),
+                   PRIMARY KEY (sink_id, batch_id, partition_id))""")  # as the previous version created it
+    running = psycopg2.connect(postgres_dsn)  # a running query's transaction holds a row of it
+    try:
+        running.cursor().execute(f"INSERT INTO {progress} (sink_id, batch_id, partition_id, row_count) VALUES ('q', 0, 0, 1)")
+        with pytest.raises(OptionError, match=f"option 'progressTable' = '{progress}': cannot create or update it: "
+                                              "canceling statement due to lock timeout"):  # fmt: skip
+            make_writer(postgres_dsn, table, unique, progressTable=progress, lockTimeout="200ms")
+    finally:
+        running.close()
+    writer, key = make_writer(postgres_dsn, table, unique, progressTable=progress)
+    pg.execute(f"INSERT INTO {progress} (sink_id, batch_id, partition_id, row_count) VALUES (%s, %s, %s, 1000)", key.params())
+    assert progress_row(pg, key, progress) == (1000, None)  # committed before digests existed: counted only
+    assert writer.write(iter(arrow_batches(0, 1000, 300))) == JdbcCommitMessage(key, 0, 1000)
+
+
+# --- the memory bound: transactions of maxBufferedBytes ---------------------------------------
+
+
+def wide_batches(first: int, count: int, size: int) -> Iterator[pa.RecordBatch]:
+    """About 100 bytes a row, allocated as they are yielded (as Spark's input arrives)."""
+    for start in range(first, first + count, size):
+        ids = range(start, min(start + size, first + count))
+        yield pa.RecordBatch.from_pydict({"id": list(ids), "name": [f"{i:0100d}" for i in ids]})
+
+
+def test_a_partition_larger_than_max_buffered_bytes_commits_in_pieces_keeping_only_the_open_one(
+    postgres_dsn, pg, table, unique
+):
+    writer, key = make_writer(postgres_dsn, table, unique, maxBufferedBytes="256k", batchSize="1000")
+    baseline, peak, seen = pa.total_allocated_bytes(), 0, []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        nonlocal peak
+        for batch in wide_batches(0, 40_000, 1000):  # 4.5 MB of Arrow
+            yield batch
+            peak = max(peak, pa.total_allocated_bytes() - baseline)
+            seen.append(count(pg, table)[0])
+
+    assert writer.write(batches()) == JdbcCommitMessage(key, 40_000, 0)
+    assert count(pg, table) == (40_000, 40_000) and progress_row(pg, key)[0] == 40_000
+    assert peak < 1 << 20, f"{peak} bytes of Arrow held"  # 256 KiB kept, a chunk, Spark's batch
+    assert 0 < seen[20] < 40_000  # pieces are committed (visible) while the partition is being read
+
+
+def test_a_killed_connection_in_a_later_piece_resumes_after_the_committed_ones(postgres_dsn, pg, table, unique, caplog):
+    def kill() -> None:
+        wait_until(lambda: count(pg, table)[0] > 0, what="a first committed piece")
+        pids = wait_until(lambda: open_transaction(pg, unique), what="the writer's next open transaction")
+        pg.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+
+    writer, key = make_writer(postgres_dsn, table, unique, maxBufferedBytes="64k", batchSize="500")
+    batches = list(wide_batches(0, 20_000, 500))
+
+    def input_() -> Iterator[pa.RecordBatch]:
+        yield from batches[:10]
+        kill()
+        yield from batches[10:]
+
+    with caplog.at_level(logging.WARNING, logger="connectors.core.retry"):
+        message = writer.write(input_())
+    # the table's primary key fails a resent committed row: none was resent, none is missing
+    assert message == JdbcCommitMessage(key, 20_000, 0) and count(pg, table) == (20_000, 20_000)
+    assert any("attempt 1 of 4" in r.getMessage() for r in caplog.records)
+
+
+def test_a_re_execution_resumes_after_the_pieces_a_failed_attempt_committed(postgres_dsn, pg, table, unique):
+    options = {"maxBufferedBytes": "64k", "batchSize": "500"}
+    writer, key = make_writer(postgres_dsn, table, unique, **options)
+
+    def broken() -> Iterator[pa.RecordBatch]:
+        yield from wide_batches(0, 5200, 400)
+        raise ValueError("upstream broke")
+
+    with pytest.raises(ValueError, match="upstream broke"):
+        writer.write(broken())
+    committed = progress_row(pg, key)[0]
+    assert 0 < committed < 5200 and count(pg, table) == (committed, committed)
+    again = make_writer(postgres_dsn, table, unique, **options)[0].write(wide_batches(0, 10_000, 700))
+    assert again == JdbcCommitMessage(key, 10_000 - committed, committed)
+    assert count(pg, table) == (10_000, 10_000)
+
+
+# --- timeouts ---------------------------------------------------------------------------------
+
+
+def in_thread(call) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_lock_held_by_a_dead_peer_times_out_and_a_retry_takes_over(postgres_dsn, pg, table, unique, caplog):
+    # An attempt whose executor died mid-transaction holds the progress row until the server ends
+    # its session (for a vanished host: TCP keepalive, hours): the writer must not wait for it.
+    zombie = psycopg2.connect(postgres_dsn)
+    try:
+        writer, key = make_writer(postgres_dsn, table, unique, lockTimeout="300ms", maxRetries="1")
+        zombie.cursor().execute(
+            "INSERT INTO connectors_jdbc_progress (sink_id, batch_id, partition_id, row_count) VALUES (%s, %s, %s, -1)",
+            key.params(),
+        )
+        thread, result = in_thread(lambda: writer.write(iter(arrow_batches(0, 100, 100))))
+        thread.join(20)
+        assert not thread.is_alive(), "the write waits on the lock"
+        assert isinstance(result["error"], JdbcWriteError)
+        assert "SQLSTATE 55P03): canceling statement due to lock timeout (the option 'lockTimeout' sets it)" in str(result["error"])
+        # with retries left, a retry takes the row once the dead peer's transaction ended
+        writer, _ = make_writer(postgres_dsn, table, unique, lockTimeout="300ms", maxRetries="5")
+        with caplog.at_level(logging.WARNING, logger="connectors.core.retry"):
+            thread, result = in_thread(lambda: writer.write(iter(arrow_batches(0, 100, 100))))
+            wait_until(lambda: any("lock timeout" in r.getMessage() for r in caplog.records), 20, "a retry")
+            zombie.rollback()
+            thread.join(60)
+        assert result["value"] == JdbcCommitMessage(key, 100, 0) and count(pg, table) == (100, 100)
+    finally:
+        zombie.close()
+
+
+def test_a_statement_waiting_longer_than_query_timeout_fails(postgres_dsn, pg, table, unique):
+    holder = psycopg2.connect(postgres_dsn)
+    try:
+        writer, _ = make_writer(postgres_dsn, table, unique, lockTimeout="0", queryTimeout="1")
+        holder.cursor().execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        thread, result = in_thread(lambda: writer.write(iter(arrow_batches(0, 100, 100))))
+        thread.join(20)
+        assert not thread.is_alive(), "the write waits without a statement timeout"
+        assert time.monotonic() - started < 10
+        assert "canceling statement due to statement timeout (the option 'queryTimeout' sets it)" in str(result["error"])
+    finally:
+        holder.close()
+    assert count(pg, table) == (0, 0)
+
+
+def test_sessions_carry_the_timeouts_and_the_url_keepalive_setting(postgres_dsn):
+    parts = urlsplit(postgres_dsn)
+    url = f"jdbc:postgresql://{parts.hostname}:{parts.port}{parts.path}?tcpKeepAlive=false&connectTimeout=7"
+    options = JdbcConnectionOptions(url=url, username=parts.username, password=parts.password,
+                                    lock_timeout="1500ms", query_timeout=9)  # fmt: skip
+    connection = connect(options)
+    try:
+        assert {k: connection.get_dsn_parameters()[k] for k in ("keepalives", "connect_timeout")} == {
+            "keepalives": "0", "connect_timeout": "7"}  # fmt: skip
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('lock_timeout'), current_setting('statement_timeout'), "
+                           "current_setting('idle_in_transaction_session_timeout'), current_setting('TimeZone')")  # fmt: skip
+            assert cursor.fetchone() == ("1500ms", "9s", "9s", "UTC")
+    finally:
+        connection.close()

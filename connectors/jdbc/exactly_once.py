@@ -1,11 +1,16 @@
-"""The exactly-once bookkeeping table: one row per (sink id, batch id, partition) committed.
+"""The exactly-once bookkeeping table: one row per (sink id, batch id, partition) of a target.
 
-A task inserts its row first thing in its transaction and commits it together with the data.
-The insert doubles as a lock: a concurrent attempt at the same key (a speculative copy, a zombie)
-waits for the first one, then finds the key taken and skips; a later re-execution (task retry,
-batch replayed after a driver crash) finds it committed and skips. ``row_count`` lets that
-re-execution check it was handed the same rows, or write exactly the rows an attempt whose input
-Spark cut short (an upstream failure ends a Python writer's input as if complete) did not.
+A partition's rows commit in one or more transactions (one per ``maxBufferedBytes`` of rows),
+each together with the partition's progress row: how many of the partition's rows are committed
+(``row_count``) and a digest of those rows (``connectors.core.digest``). Each transaction takes
+the row first thing, so it doubles as a lock: a concurrent attempt at the same key (a speculative
+copy, a zombie) waits for the transaction holding it, then resumes after the rows that committed.
+A later re-execution (task retry, batch replayed after a driver crash) does the same: it reads
+past the committed rows of its input, checks that their digest is the one recorded, and writes
+only the rest; a partition it finds complete is skipped.
+
+The sink id names the query and the target (``<query id or sinkId>:<table>``), so two sinks that
+share a query or a ``sinkId`` but write different tables never take each other's rows.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ CREATE TABLE IF NOT EXISTS {table} (
     partition_id integer NOT NULL,
     row_count bigint NOT NULL,
     committed_at timestamptz NOT NULL DEFAULT now(),
+    digest text,
     PRIMARY KEY (sink_id, batch_id, partition_id)
 )
 """
+_WHERE = "WHERE sink_id = %s AND batch_id = %s AND partition_id = %s"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,13 +40,26 @@ class ProgressKey:
     def params(self) -> tuple[str, int, int]:
         return self.sink_id, self.batch_id, self.partition_id
 
+    def __str__(self) -> str:
+        return f"sink id '{self.sink_id}', batch {self.batch_id}, partition {self.partition_id}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Committed:
+    """What the progress row says: the first ``rows`` rows are committed, with this digest."""
+
+    rows: int
+    digest: str | None  # None for rows committed before digests were recorded
+
 
 @dataclasses.dataclass(frozen=True)
 class ProgressTable:
     table: str  # quoted SQL name
 
     def create(self, connection) -> None:
-        """Create the table unless it exists (also when another query creates it concurrently)."""
+        """Create the table unless it exists (also when another query creates it concurrently), and
+        add the ``digest`` column to a table created before it existed. Server errors (permissions,
+        a lock timeout while running queries hold the table) are raised unchanged."""
         import psycopg2.errors
 
         try:
@@ -48,9 +68,19 @@ class ProgressTable:
             connection.commit()
         except (psycopg2.errors.UniqueViolation, psycopg2.errors.DuplicateTable):
             connection.rollback()  # lost the race to create it: it exists now
+        with connection.cursor() as cursor:
+            # Looked up first: ALTER TABLE locks the table exclusively even when the column exists,
+            # and running tasks of every query hold row locks on it.
+            cursor.execute(
+                "SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'digest' AND NOT attisdropped",
+                (self.table,),
+            )
+            if cursor.fetchone() is None:
+                cursor.execute(f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS digest text")
+        connection.commit()
 
-    def claim(self, cursor, key: ProgressKey) -> int | None:
-        """Take ``key`` in the open transaction; None if taken now, else the committed row count."""
+    def claim(self, cursor, key: ProgressKey) -> Committed | None:
+        """Take ``key`` in the open transaction; None if it had no row, else what is committed."""
         cursor.execute(
             f"INSERT INTO {self.table} (sink_id, batch_id, partition_id, row_count) VALUES (%s, %s, %s, -1) "
             "ON CONFLICT DO NOTHING",
@@ -59,17 +89,14 @@ class ProgressTable:
         if cursor.rowcount == 1:
             return None
         # Locked: a concurrent attempt that also finds the key waits until this one commits.
-        cursor.execute(
-            f"SELECT row_count FROM {self.table} WHERE sink_id = %s AND batch_id = %s AND partition_id = %s "
-            "FOR UPDATE",
-            key.params(),
-        )
-        return int(cursor.fetchone()[0])
+        cursor.execute(f"SELECT row_count, digest FROM {self.table} {_WHERE} FOR UPDATE", key.params())
+        rows, digest = cursor.fetchone()
+        return Committed(int(rows), digest)
 
-    def record(self, cursor, key: ProgressKey, rows: int) -> None:
+    def record(self, cursor, key: ProgressKey, committed: Committed) -> None:
         cursor.execute(
-            f"UPDATE {self.table} SET row_count = %s WHERE sink_id = %s AND batch_id = %s AND partition_id = %s",
-            (rows, *key.params()),
+            f"UPDATE {self.table} SET row_count = %s, digest = %s, committed_at = now() {_WHERE}",
+            (committed.rows, committed.digest, *key.params()),
         )
 
     def forget(self, connection, sink_id: str, before_batch: int | None = None) -> None:

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from connectors.core.guarantees import DeliveryGuarantee, parse_guarantee
 from connectors.core.options import (
+    OptionError,
     Options,
     choice,
     non_negative,
     option,
+    parse_duration,
     parse_int,
     parse_list,
+    parse_size,
     positive,
 )
 from connectors.jdbc import FORMAT
@@ -36,8 +40,8 @@ _JDBC_PARAMS = {
     "options": "options", "targetservertype": "target_session_attrs",
 }  # fmt: skip
 # PgJDBC tuning parameters with no meaning for libpq: accepted and ignored.
-_JDBC_IGNORED = {"rewritebatchedinserts", "preparethreshold", "defaultrowfetchsize", "loggerlevel", "sockettimeout",
-                 "tcpkeepalive", "stringtype", "binarytransfer"}  # fmt: skip
+_JDBC_IGNORED = {"rewritebatchedinserts", "preparethreshold", "defaultrowfetchsize", "loggerlevel", "stringtype",
+                 "binarytransfer"}  # fmt: skip
 
 
 class JdbcUrl(str):
@@ -86,6 +90,18 @@ def libpq_dsn(url: str) -> str:
                 params.append(("sslmode", "require"))
         elif lowered == "currentschema":
             params.append(("options", f"-csearch_path={value}"))
+        elif lowered == "tcpkeepalive":
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"URL parameter '{key}' must be true or false")
+            params.append(("keepalives", "1" if value.lower() == "true" else "0"))
+        elif lowered == "sockettimeout":
+            # A read timeout, which libpq does not have: 0 (PgJDBC's default, none) asks for nothing.
+            if value.strip() != "0":
+                raise ValueError(
+                    f"URL parameter '{key}' (a client read timeout) has no libpq equivalent: remove it; the "
+                    "options 'queryTimeout' and 'lockTimeout' bound every statement and lock wait on the server, "
+                    "and a postgresql:// URL takes libpq's keepalives_idle and tcp_user_timeout"
+                )
         elif lowered not in _JDBC_IGNORED:
             raise ValueError(f"URL parameter '{key}' is not supported by this connector")
     return urlunsplit((scheme, netloc, path, urlencode(params), ""))
@@ -110,6 +126,14 @@ class JdbcConnectionOptions(Options):
         "connectionCheckTimeoutSeconds", parse_int, default=60, checks=[positive],
         doc="seconds to wait for a connection (libpq connect_timeout)",
     )
+    lock_timeout: timedelta = option(
+        "lockTimeout", parse_duration, default=timedelta(seconds=60), checks=[non_negative],
+        doc="longest wait for a lock before the transaction is retried (lock_timeout; 0: none)",
+    )
+    query_timeout: int = option(
+        "queryTimeout", parse_int, default=600, checks=[non_negative],
+        doc="seconds a statement, or a transaction's wait for its next one, may take (0: no limit)",
+    )
     extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)  # ssl* pass-through
 
     def validate(self) -> None:
@@ -124,10 +148,11 @@ class JdbcConnectionOptions(Options):
 
     def connect_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``psycopg2.connect``: the DSN, then explicit options on top."""
-        kwargs: dict[str, Any] = {
-            "dsn": libpq_dsn(self.url),
-            "connect_timeout": self.connection_check_timeout_seconds,
-        }
+        kwargs: dict[str, Any] = {"dsn": libpq_dsn(self.url)}
+        in_url = {key for key, _ in parse_qsl(urlsplit(kwargs["dsn"]).query)}
+        default_timeout = type(self).__dataclass_fields__["connection_check_timeout_seconds"].default
+        if "connect_timeout" not in in_url or self.connection_check_timeout_seconds != default_timeout:
+            kwargs["connect_timeout"] = self.connection_check_timeout_seconds  # else the URL's connectTimeout
         if "application_name" not in kwargs["dsn"]:
             kwargs["application_name"] = FORMAT
         if self.username is not None:
@@ -136,6 +161,13 @@ class JdbcConnectionOptions(Options):
             kwargs["password"] = self.password
         kwargs.update({key.lower(): value for key, value in self.extra.items()})
         return kwargs
+
+    def session_settings(self) -> dict[str, str]:
+        """PostgreSQL settings of every session (``SET``): UTC, so timestamps land the same through
+        COPY and INSERT, and the timeouts, so no statement waits forever on a dead peer's lock."""
+        lock_ms, query_ms = round(self.lock_timeout.total_seconds() * 1000), self.query_timeout * 1000
+        return {"TimeZone": "UTC", "lock_timeout": f"{lock_ms}ms", "statement_timeout": f"{query_ms}ms",
+                "idle_in_transaction_session_timeout": f"{query_ms}ms"}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -153,6 +185,10 @@ class JdbcExecutionOptions(Options):
         "maxRetries", parse_int, default=3, checks=[non_negative],
         doc="retries of a failed transaction after a transient error (reconnecting, with back-off)",
     )
+    max_buffered_bytes: int = option(
+        "maxBufferedBytes", parse_size, default=64 << 20, checks=[positive],
+        doc="rows a task keeps for a retry; a partition's transaction commits when they reach this size",
+    )
 
 
 class WriteMode(enum.Enum):
@@ -165,6 +201,21 @@ class WriteMode(enum.Enum):
 
 def _parse_mode(text: str) -> WriteMode:
     return WriteMode(choice("append", "upsert")(text))
+
+
+def missing_sink_id() -> OptionError:
+    """Exactly-once without a query id to key progress rows by, and no sinkId."""
+    return OptionError(
+        FORMAT, "sinkId", None,
+        "required for exactly-once where the streaming query id is unavailable (Spark Connect, or the sink "
+        "called outside a streaming query): set a sinkId that stays the same when the query restarts, or "
+        "deliveryGuarantee=at-least-once",
+    )  # fmt: skip
+
+
+def _not_blank(value: str) -> None:
+    if not value.strip():
+        raise ValueError("must not be empty")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -182,7 +233,8 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
         doc="exactly-once, at-least-once or none",
     )
     sink_id: str | None = option(
-        "sinkId", default=None, doc="names this sink in the progress table (default: query id + target)",
+        "sinkId", default=None, checks=[_not_blank],
+        doc="names this sink in the progress table, with the target (default: the query id)",
     )
     progress_table: str = option(
         "progressTable", default="connectors_jdbc_progress", doc="exactly-once bookkeeping table (created if missing)",

@@ -1,13 +1,16 @@
-"""One Spark partition into PostgreSQL: chunking, transactions, retries, exactly-once skip.
+"""One Spark partition into PostgreSQL: chunking, transactions, retries, exactly-once resume.
 
-``exactly-once`` and ``at-least-once`` write a partition in ONE transaction, so a failure never
-leaves part of it behind (a constraint violation rolls all of it back). ``exactly-once`` also
-commits a progress row in that transaction and skips keys already committed. ``none`` is Flink's
-plain JdbcSink: every chunk commits on its own.
+``exactly-once`` and ``at-least-once`` write a partition in transactions of ``maxBufferedBytes``
+of rows (a single one for a partition smaller than that), so a failure never leaves part of a
+transaction behind (a constraint violation rolls all of it back). ``exactly-once`` also commits
+the partition's progress row in each: the rows committed so far and their digest; an attempt
+finding rows committed reads past them, checks their digest, and writes the rest. ``none`` is
+Flink's plain JdbcSink: every chunk commits on its own.
 
-On a transient error (connection lost, server restarting, serialization failure, deadlock) the
-transaction is retried on a new connection, up to ``maxRetries`` times with back-off; the
-partition's chunks already sent are kept (Arrow, in memory) so the retry can resend them.
+On a transient error (connection lost, server restarting, serialization failure, deadlock, lock
+timeout) the open transaction is retried on a new connection, up to ``maxRetries`` times with
+back-off; its chunks are kept (Arrow, in memory) so the retry can resend them. Nothing older is
+kept, so a task holds about ``maxBufferedBytes`` of rows whatever the size of its partition.
 """
 
 from __future__ import annotations
@@ -17,23 +20,28 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
+from connectors.core.digest import RowsDigest
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.retry import retry
 from connectors.jdbc import FORMAT
-from connectors.jdbc.exactly_once import ProgressKey, ProgressTable
+from connectors.jdbc.exactly_once import Committed, ProgressKey, ProgressTable
 from connectors.jdbc.options import JdbcConnectionOptions, JdbcExecutionOptions
 from connectors.jdbc.statements import Statement
 
 log = logging.getLogger(__name__)
 
 # SQLSTATEs worth a retry on a new connection: connection exceptions (class 08), the server
-# shutting down or starting (57P0x), too many connections, serialization failure, deadlock.
-_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+# shutting down or starting (57P0x), too many connections, serialization failure, deadlock, lock
+# timeout (a lock held by a dead peer's transaction until the server ends it).
+_TRANSIENT_STATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01", "55P03")
+
+# A statement timeout, a lock timeout: the option that sets it.
+_TIMEOUT_OPTIONS = {"57014": "queryTimeout", "55P03": "lockTimeout"}
 
 
 class JdbcWriteError(RuntimeError):
@@ -63,7 +71,8 @@ def describe(exc: BaseException, target: str) -> str:
     text += f", SQLSTATE {exc.pgcode}): " if exc.pgcode else "): "
     text += (diag.message_primary or str(exc)).strip().rstrip(".")
     text += f". {diag.message_detail.strip().rstrip('.')}" if diag.message_detail else ""
-    return text + ". The partition's transaction was rolled back."
+    text += f" (the option '{_TIMEOUT_OPTIONS[exc.pgcode]}' sets it)" if exc.pgcode in _TIMEOUT_OPTIONS else ""
+    return text + ". The open transaction was rolled back."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,17 +90,19 @@ class WritePlan:
 @dataclasses.dataclass(frozen=True)
 class JdbcCommitMessage(WriterCommitMessage):
     key: ProgressKey | None
-    rows: int
-    skipped: bool  # committed by an earlier attempt
+    rows: int  # written by this attempt
+    skipped: int = 0  # exactly-once: rows of the partition found committed (by an earlier attempt)
 
 
 def connect(options: JdbcConnectionOptions):
-    """A psycopg2 connection in UTC, so timestamps land the same through COPY and INSERT."""
+    """A psycopg2 connection with the options' session settings (UTC, the timeouts)."""
     import psycopg2
 
     connection = psycopg2.connect(**options.connect_kwargs())
+    settings = options.session_settings()
     with connection.cursor() as cursor:
-        cursor.execute("SET TIME ZONE 'UTC'")
+        calls = ", ".join(["set_config(%s, %s, false)"] * len(settings))
+        cursor.execute(f"SELECT {calls}", [*itertools.chain(*settings.items())])
     connection.commit()
     return connection
 
@@ -102,7 +113,8 @@ _idle: dict[tuple, tuple[int, object]] = {}
 
 
 def _idle_key(options: JdbcConnectionOptions) -> tuple:
-    return tuple(sorted((key, str(value)) for key, value in options.connect_kwargs().items()))
+    settings = {**options.connect_kwargs(), **options.session_settings()}
+    return tuple(sorted((key, str(value)) for key, value in settings.items()))
 
 
 def borrow(options: JdbcConnectionOptions):
@@ -161,23 +173,6 @@ def chunks(batches: Iterator[pa.RecordBatch], size: int, interval_ms: int) -> It
         yield pa.Table.from_batches(buffer)
 
 
-def _kept(chunks: Iterator[pa.Table], sent: list[pa.Table]) -> Iterator[pa.Table]:
-    """Pass ``chunks`` on, keeping each in ``sent`` first so a retry can send it again."""
-    for chunk in chunks:
-        sent.append(chunk)
-        yield chunk
-
-
-def _without_first(chunks: list[pa.Table], count: int) -> Iterator[pa.Table]:
-    """``chunks`` less their first ``count`` rows."""
-    for chunk in chunks:
-        if count >= chunk.num_rows:
-            count -= chunk.num_rows
-            continue
-        yield chunk.slice(count)
-        count = 0
-
-
 class PartitionWriter:
     """Writes one partition's rows; one instance per task."""
 
@@ -185,21 +180,32 @@ class PartitionWriter:
         self.plan = plan
         self.key = key if plan.guarantee is DeliveryGuarantee.EXACTLY_ONCE else None
         self._connection = None
+        # exactly-once (a key): the progress table, and the digest of the rows committed
+        self._progress: ProgressTable = plan.progress  # type: ignore[assignment]
+        self._digest: RowsDigest = RowsDigest()
+        self._chunks: Iterator[pa.Table] = iter(())
+        self._committed = 0  # rows of the partition committed, by this attempt or another
+        self._skipped = 0  # of those, rows another attempt committed
+        self._kept: list[pa.Table] = []  # rows read after those, kept until they commit
+        self._kept_bytes = 0
+        self._exhausted = False
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
         execution = self.plan.execution
-        pending = chunks(batches, execution.batch_size, execution.batch_interval_ms)
-        first = next(pending, None)
+        self._chunks = chunks(batches, execution.batch_size, execution.batch_interval_ms)
+        first = next(self._chunks, None)
         if first is None:  # an empty partition needs no connection (and no progress row)
-            return JdbcCommitMessage(self.key, 0, skipped=False)
-        pending = itertools.chain([first], pending)
+            return JdbcCommitMessage(self.key, 0)
         try:
             if self.plan.guarantee is DeliveryGuarantee.NONE:
+                pending = itertools.chain([first], self._chunks)
                 rows = sum(self._retrying(lambda chunk=chunk: self._commit_chunk(chunk)) for chunk in pending)
-                message = JdbcCommitMessage(self.key, rows, skipped=False)
+                message = JdbcCommitMessage(self.key, rows)
             else:
-                sent: list[pa.Table] = []
-                message = self._retrying(lambda: self._commit_partition(sent, pending))
+                self._keep(first)
+                while self._retrying(self._commit_transaction):
+                    pass
+                message = JdbcCommitMessage(self.key, self._committed - self._skipped, self._skipped)
         except BaseException:
             self._close()
             raise
@@ -231,38 +237,93 @@ class PartitionWriter:
         self._connection.commit()
         return chunk.num_rows
 
-    def _commit_partition(self, sent: list[pa.Table], pending: Iterator[pa.Table]) -> JdbcCommitMessage:
-        """One attempt: resend what earlier attempts sent, send the rest, commit with the progress row."""
-        progress = self.plan.progress
+    def _commit_transaction(self) -> bool:
+        """One attempt at the next transaction: resend the rows an attempt before sent, read on up
+        to ``maxBufferedBytes``, commit them with the progress row. False once nothing is left."""
         with self._cursor() as cursor:
-            committed = progress.claim(cursor, self.key) if self.key is not None and progress is not None else None
-            if committed is None:
-                chunks: Iterable[pa.Table] = itertools.chain(list(sent), _kept(pending, sent))
-            else:
-                for _ in _kept(pending, sent):  # the whole partition decides what is missing
-                    pass
-                rows = sum(chunk.num_rows for chunk in sent)
-                if rows == committed:
+            if self.key is not None:
+                self._claim(cursor)
+            if not self._kept:
+                chunk = next(self._chunks, None)
+                if chunk is None:
                     self._connection.rollback()
-                    log.info("%s: %s already committed (%d rows); skipped", FORMAT, self.key, rows)
-                    return JdbcCommitMessage(self.key, rows, skipped=True)
-                if rows < committed:
-                    raise JdbcWriteError(
-                        f"{FORMAT}: {self.key} was committed with {committed} rows, but its re-execution has "
-                        f"{rows}: the input of a re-executed batch must be deterministic for exactly-once "
-                        "(see docs/jdbc.md)"
-                    )
-                # Spark ends a writer's input early, as if complete, when an upstream operator fails:
-                # an earlier attempt committed a prefix. Write exactly the rows it did not.
-                log.warning("%s: %s: an earlier attempt committed %d of %d rows; writing the rest",
-                            FORMAT, self.key, committed, rows)
-                chunks = _without_first(sent, committed)
-            self.plan.statement.send(cursor, chunks)
-            rows = sum(chunk.num_rows for chunk in sent)
-            if self.key is not None and progress is not None:
-                progress.record(cursor, self.key, rows)
+                    return False
+                self._keep(chunk)
+            digest = self._digest.copy() if self.key is not None else None
+            self.plan.statement.send(cursor, self._sending(digest))
+            rows = sum(chunk.num_rows for chunk in self._kept)
+            if self.key is not None:
+                self._progress.record(cursor, self.key, Committed(self._committed + rows, digest.hexdigest()))
         self._connection.commit()
-        return JdbcCommitMessage(self.key, rows, skipped=False)
+        self._committed += rows
+        if digest is not None:
+            self._digest = digest
+        self._kept, self._kept_bytes = [], 0
+        return not self._exhausted
+
+    def _sending(self, digest: RowsDigest | None) -> Iterator[pa.Table]:
+        """The transaction's chunks: those kept from an attempt before, then new ones up to the bound."""
+        for chunk in list(self._kept):
+            if digest is not None:
+                digest.update(chunk)
+            yield chunk
+        while self._kept_bytes < self.plan.execution.max_buffered_bytes:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self._exhausted = True
+                return
+            self._keep(chunk)  # before it is sent: a retry sends it again
+            if digest is not None:
+                digest.update(chunk)
+            yield chunk
+
+    def _keep(self, chunk: pa.Table) -> None:
+        self._kept.append(chunk)
+        self._kept_bytes += chunk.nbytes
+
+    def _claim(self, cursor) -> None:
+        """Lock the progress row in the open transaction, after reading past the rows it says are
+        committed (without holding the lock), and check they are the rows committed."""
+        while True:
+            found = self._progress.claim(cursor, self.key)
+            rows = found.rows if found is not None else 0
+            if rows <= self._committed:
+                break
+            self._connection.rollback()
+            self._skip_to(rows)
+        if rows < self._committed:  # deleted or rewritten under this task: writing on could duplicate
+            raise JdbcWriteError(
+                f"{FORMAT}: {self.key}: the progress table says {rows} rows are committed, but this task "
+                f"committed {self._committed}: another writer changed it (a query sharing the sinkId, or the "
+                "commit of a later batch while this task ran on as a zombie); nothing more was written"
+            )
+        if found is not None and found.digest is not None and found.digest != self._digest.hexdigest():
+            raise JdbcWriteError(
+                f"{FORMAT}: {self.key}: the first {rows} rows of this re-execution are not the {rows} rows "
+                "committed (their digests differ), so skipping them would lose some rows and duplicate others: "
+                "exactly-once needs a re-executed batch to bring each partition the same rows in the same order, "
+                "which fails when, e.g., the source's partition count changed before a restart (see docs/jdbc.md)"
+            )
+
+    def _skip_to(self, rows: int) -> None:
+        """Read past the partition's rows up to ``rows``, which another attempt committed."""
+        before = self._committed
+        while self._committed < rows:
+            chunk = self._kept.pop(0) if self._kept else next(self._chunks, None)
+            if chunk is None:
+                raise JdbcWriteError(
+                    f"{FORMAT}: {self.key} was committed with {rows} rows, but its re-execution has "
+                    f"{self._committed}: the input of a re-executed batch must be deterministic for exactly-once "
+                    "(see docs/jdbc.md)"
+                )
+            take = min(chunk.num_rows, rows - self._committed)
+            self._digest.update(chunk.slice(0, take))
+            self._committed += take
+            if take < chunk.num_rows:
+                self._kept.insert(0, chunk.slice(take))
+        self._skipped += rows - before
+        self._kept_bytes = sum(chunk.nbytes for chunk in self._kept)
+        log.info("%s: %s: rows %d to %d were committed by another attempt; read past them", FORMAT, self.key, before, rows)
 
     def _close(self) -> None:
         if self._connection is not None:

@@ -27,7 +27,7 @@ from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.jdbc import FORMAT
 from connectors.jdbc.exactly_once import ProgressKey, ProgressTable
-from connectors.jdbc.options import JdbcSinkOptions
+from connectors.jdbc.options import JdbcSinkOptions, missing_sink_id
 from connectors.jdbc.statements import plan_statement
 from connectors.jdbc.table import parse_table_name
 from connectors.jdbc.task_writer import (
@@ -67,7 +67,11 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
         progress = None
         if config.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             progress = ProgressTable(_quoted(config, "progressTable", config.progress_table, connection))
-            progress.create(connection)
+            try:
+                progress.create(connection)
+            except psycopg2.Error as exc:
+                connection.rollback()
+                raise config.error("progressTable", f"cannot create or update it: {str(exc).strip()}") from None
     finally:
         release(connection, config.connection)  # closed instead if a failed check left it unusable
     target = f"table {name}" if config.sql is None else "the custom sql statement"
@@ -120,8 +124,8 @@ class _JdbcWriter:
     @staticmethod
     def _log(messages: list[JdbcCommitMessage | None], what: str) -> None:
         done = [m for m in messages if m is not None]
-        log.info("%s: %s: %d rows written, %d partitions skipped as already committed",
-                 FORMAT, what, sum(m.rows for m in done if not m.skipped), sum(m.skipped for m in done))
+        log.info("%s: %s: %d rows written, %d more committed by earlier attempts",
+                 FORMAT, what, sum(m.rows for m in done), sum(m.skipped for m in done))
 
 
 class JdbcBatchWriter(_JdbcWriter, DataSourceArrowWriter):
@@ -143,13 +147,12 @@ class JdbcStreamWriter(_JdbcWriter, DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
         task = current_task()
-        if self.sink_id is not None:
-            sink_id = self.sink_id
-        elif task.query_id is not None:
-            sink_id = f"{task.query_id}:{self.target_name}"
-        else:  # foreachBatch called by hand: only task retries can be recognised
-            sink_id = self.write_id
-        return self._write(iterator, task.batch_id if task.batch_id is not None else 0, sink_id)
+        name = self.sink_id or task.query_id
+        if name is None:
+            if self.plan.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+                raise missing_sink_id()  # JdbcSink checks it on the driver first; never a random id
+            name = self.write_id  # no progress rows without exactly-once: any name does
+        return self._write(iterator, task.batch_id if task.batch_id is not None else 0, f"{name}:{self.target_name}")
 
     def commit(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
         self._log(messages, f"batch {batchId} committed")

@@ -9,6 +9,9 @@ import sys
 import psycopg2
 from pyspark.sql import SparkSession
 
+from connectors.core.options import OptionError
+from connectors.jdbc import JdbcSink
+
 
 def main(url, workdir, bootstrap, dsn, name):
     spark = SparkSession.builder.remote(url).getOrCreate()
@@ -33,6 +36,19 @@ def main(url, workdir, bootstrap, dsn, name):
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT count(*), sum(value) FROM {name}")
         assert cur.fetchone() == (500, sum(range(500)))
+    # A foreachBatch callable sees no query id through Connect: exactly-once needs a sinkId, and
+    # with one the same batch id called again writes nothing.
+    try:
+        JdbcSink(url=dsn, dbtable=name)(in_files, 7)
+        raise AssertionError("exactly-once without a sinkId was accepted")
+    except OptionError as exc:
+        assert "option 'sinkId': required for exactly-once" in str(exc), exc
+    sink = JdbcSink(url=dsn, dbtable=name, sinkId=name)
+    sink(in_files, 7)
+    sink(in_files, 7)
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {name}")
+        assert cur.fetchone() == (1000,)
     spark.stop()
     print("every format worked through Spark Connect")
 
