@@ -34,7 +34,8 @@ from pyspark.sql.types import (
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.kafka import KafkaSink, KafkaSinkOptions
-from connectors.kafka.sink.exactly_once import ALL, Progress, WorkUnit, _Skip
+from connectors.kafka.sink.exactly_once import ALL, SINK_RUN, Progress, WorkUnit, _Replay
+from connectors.kafka.sink.producer import KafkaSinkError
 from connectors.kafka.sink.records import HEADERS_TYPE, ColumnError, RecordLayout
 
 TESTS_DIR = Path(__file__).parent
@@ -192,15 +193,48 @@ def test_progress_counts_committed_records_of_the_same_run_and_batch():
     assert progress.committed_of(WorkUnit("other query", 4, 0)) == 0  # a new checkpoint, same prefix
 
 
-def test_skip_drops_exactly_the_committed_prefix():
+def _string_batches(values: list[str], size: int) -> list:
     import pyarrow as pa
 
-    batches = [pa.record_batch({"value": list(range(i, i + 4))}) for i in range(0, 12, 4)]
-    skip = _Skip(6)
-    rest = [v for b in skip(iter(batches)) for v in b.column("value").to_pylist()]
-    assert rest == list(range(6, 12)) and skip.skipped == 6
-    skip = _Skip(ALL)
-    assert list(skip(iter(batches))) == [] and skip.skipped == 12
+    return [pa.record_batch({"value": values[i:i + size]}) for i in range(0, len(values), size)]
+
+
+def _committed_by(unit: WorkUnit, values: list[str]) -> Progress:
+    """The progress a first attempt of ``unit`` that committed ``values`` left."""
+    first = _Replay("p-0", unit, None, ("value",))
+    assert [v for b in first(_string_batches(values, 4)) for v in b.column("value").to_pylist()] == values
+    return Progress(unit.run, unit.batch, len(values), first.digest.hexdigest())
+
+
+def test_replay_skips_exactly_the_committed_prefix_whatever_the_batch_sizes():
+    unit = WorkUnit("query", 3, 0)
+    rows = [str(i) for i in range(12)]
+    replay = _Replay("p-0", unit, _committed_by(unit, rows[:6]), ("value",))
+    rest = [v for b in replay(_string_batches(rows, 5)) for v in b.column("value").to_pylist()]
+    assert rest == rows[6:] and replay.skipped == 6
+    assert replay.digest.hexdigest() == _committed_by(unit, rows).digest  # the progress the retry commits
+    replay = _Replay("p-0", WorkUnit("query", 2, 0), _committed_by(unit, rows[:6]), ("value",))
+    assert list(replay(_string_batches(rows, 5))) == [] and replay.skipped == 12  # a later batch is committed
+
+
+@pytest.mark.parametrize("replayed, problem", [
+    ([str(i) for i in range(6, 18)], "now holds other records than the 6 an earlier attempt committed"),
+    (["0", "1", "2"], "now holds only 3 records, but an earlier attempt committed 6"),
+])
+def test_replay_with_other_records_fails(replayed, problem):
+    unit = WorkUnit("query", 3, 1)
+    replay = _Replay("p-1", unit, _committed_by(unit, [str(i) for i in range(6)]), ("value",))
+    with pytest.raises(KafkaSinkError) as info:
+        list(replay(_string_batches(replayed, 4)))
+    assert f"transactional id 'p-1': batch 3 is re-run and its partition 1 {problem}" in str(info.value)
+    assert "restart with the partitioning the batch first ran with" in str(info.value)
+
+
+def test_without_a_query_id_an_older_batch_fails_instead_of_counting_as_committed():
+    with pytest.raises(KafkaSinkError) as info:
+        _Replay("p-0", WorkUnit(SINK_RUN, 0, 0), Progress(SINK_RUN, 5, 10), ("value",))
+    assert "transactional id 'p-0' has committed batch 5, so batch 0 is not a batch of this sink" in str(info.value)
+    assert "A new query needs a new transactionalIdPrefix" in str(info.value)
 
 
 # --- writing: columns, batch and stream --------------------------------------------------------
@@ -309,6 +343,87 @@ def test_none_guarantee_with_lowered_acks(spark, kafka_bootstrap, unique, tmp_pa
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination(120)
     assert values(consume(kafka_bootstrap, topic)) == list(range(500))
+
+
+# --- the sink's identity and replays -----------------------------------------------------------
+
+
+def progress_of(bootstrap: str, group: str, topic: str = "connectors-sink-progress") -> dict | None:
+    """The progress the sink committed for consumer group ``group`` (``<prefix>-<partition>``)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (position,) = consumer.committed([TopicPartition(topic, 0)], 30)
+        return json.loads(position.metadata) if position.offset >= 0 else None
+    finally:
+        consumer.close()
+
+
+def test_foreach_batch_in_a_query_keys_its_progress_by_the_query_id(spark, kafka_bootstrap, unique, tmp_path):
+    """Classic Spark tells a foreachBatch function its query id: a second query (new checkpoint)
+    with the same prefix is another run, and writes its batches 0 and 1 again."""
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    ids = []
+    for checkpoint in ("cp1", "cp2"):
+        query = (numbers_stream(spark, 999, 500).writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(tmp_path / checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination(180)
+        assert query.exception() is None
+        ids.append(query.id)
+        assert progress_of(kafka_bootstrap, f"{unique}-0")["run"] == query.id
+    assert ids[0] != ids[1]
+    assert values(consume(kafka_bootstrap, topic)) == sorted(list(range(1000)) * 2)
+
+
+def test_sink_without_a_query_id_writes_a_batch_once_and_refuses_an_older_one(spark, kafka_bootstrap, unique):
+    """Called outside a query (as under Spark Connect), the prefix alone names the sink: the same
+    batch again is skipped, an older batch (a new query reusing the prefix) fails; it used to
+    count as committed and was dropped."""
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    rows = spark.range(0, 100, numPartitions=2).selectExpr("cast(id as string) as value")
+    sink(rows, 5)
+    sink(rows, 5)
+    assert progress_of(kafka_bootstrap, f"{unique}-0")["run"] == ""
+    with pytest.raises(PySparkException) as info:
+        sink(spark.range(100, 200, numPartitions=2).selectExpr("cast(id as string) as value"), 0)
+    assert f"transactional id '{unique}-" in str(info.value)
+    assert "has committed batch 5, so batch 0 is not a batch of this sink" in str(info.value)
+    assert values(consume(kafka_bootstrap, topic)) == list(range(100))
+
+
+def test_spark_connect_foreach_batch_has_no_query_id_and_a_new_query_fails(kafka_bootstrap, unique, tmp_path):
+    """Spark Connect runs foreachBatch in a worker that cannot learn the query id: the first query
+    writes every record once; a second query with a new checkpoint and the same prefix fails at
+    its first batch (it used to skip batches 0..k as committed)."""
+    topic = create_topic(kafka_bootstrap, unique)
+    job = {"job": "connect_foreach_batch", "end": 999,
+           "options": sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique),
+           "checkpoints": [str(tmp_path / "cp1"), str(tmp_path / "cp2")]}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "jobs.kafka_sink", json.dumps(job)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
+    assert first["error"] is None
+    assert "has committed batch 1, so batch 0 is not a batch of this sink" in second["error"]
+    assert progress_of(kafka_bootstrap, f"{unique}-0")["run"] == ""
+    assert values(consume(kafka_bootstrap, topic)) == list(range(1000))
+
+
+def test_replay_with_other_partitioning_fails_and_writes_nothing(spark, kafka_bootstrap, unique):
+    """Batch 5 runs again with the same rows in other partitions (as after a change of the
+    source's partition count): each partition's committed prefix differs, so the batch fails.
+    Skipping by count used to drop some rows and write others twice."""
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    rows = spark.range(0, 1000, numPartitions=2).selectExpr("cast(id as string) as value")
+    sink(rows, 5)
+    with pytest.raises(PySparkException) as info:
+        sink(rows.repartition(2, "value"), 5)
+    assert f"transactional id '{unique}-" in str(info.value)
+    assert "batch 5 is re-run and its partition" in str(info.value)
+    assert values(consume(kafka_bootstrap, topic)) == list(range(1000))
 
 
 # --- failures ----------------------------------------------------------------------------------

@@ -73,7 +73,8 @@ class KafkaSinkOptions(Options):
         doc="none, at-least-once or exactly-once (Flink's DeliveryGuarantee)")
     transactional_id_prefix: str | None = option(
         "transactionalIdPrefix", parse_prefix, default=None,
-        doc="exactly-once: required, unique per sink; transactional ids are <prefix>-<Spark partition>")
+        doc="exactly-once: required, unique per sink; transactional ids are <prefix>-<Spark partition>; "
+            "where Spark gives no streaming query id (Spark Connect's foreachBatch) it alone names the sink")
     progress_topic: str = option(
         "progressTopic", parse_topic, default="connectors-sink-progress",
         doc="exactly-once: existing or creatable topic whose partition 0 anchors the sink's progress "

@@ -35,7 +35,7 @@ from pyspark.sql.types import StructType
 from connectors.core.commit import current_task
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
-from connectors.kafka.sink.exactly_once import WorkUnit, write_exactly_once
+from connectors.kafka.sink.exactly_once import SINK_RUN, WorkUnit, write_exactly_once
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
@@ -86,8 +86,8 @@ class _KafkaWrite:
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         task = current_task()
         if self.config.exactly_once:
-            # Streams: the query id, stable across restarts; foreachBatch outside a query: none.
-            run = self.run if self.run is not None else task.query_id or ""
+            # Streams: the query id, stable across restarts; without one, the sink's prefix alone.
+            run = self.run if self.run is not None else task.query_id or SINK_RUN
             unit = WorkUnit(run, task.batch_id or 0, task.partition_id)
             records, skipped = write_exactly_once(self.config, self.layout, iterator, unit)
             return KafkaCommitMessage(task.partition_id, records, skipped)
