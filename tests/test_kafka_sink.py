@@ -517,6 +517,27 @@ def test_overwrite_mode_is_rejected(spark, kafka_bootstrap, unique):
     assert "Kafka topics can only be appended to" in str(info.value)
 
 
+def test_failed_task_closes_its_producer(kafka_bootstrap, unique):
+    """The producer and progress consumer of a failed exactly-once task are closed, not left to
+    the garbage collector (the traceback Spark keeps holds the task's frames)."""
+    topic = create_topic(kafka_bootstrap, unique)
+
+    def librdkafka_threads() -> int:
+        tasks = Path("/proc/self/task").iterdir()
+        return sum((task / "comm").read_text().startswith("rdk:") for task in tasks)
+
+    def failing_input():
+        yield from number_batches(0, 300)
+        raise RuntimeError("input failed")
+
+    before = librdkafka_threads()
+    with pytest.raises(RuntimeError, match="input failed") as info:
+        write_task(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique), 0, failing_input())
+    assert info.traceback  # still referenced, as by Spark's worker while it reports the error
+    assert librdkafka_threads() == before
+    assert consume(kafka_bootstrap, topic) == []  # the transaction was aborted
+
+
 # --- fencing: zombies and producers kept by Python workers --------------------------------------
 
 

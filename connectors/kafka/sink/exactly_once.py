@@ -245,12 +245,20 @@ class TransactionalProducer:
         self.token = uuid.uuid4().hex
         # Created first, so its coordinator lookup overlaps init_transactions().
         self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
-        self.sink = SinkProducer(producer_settings(options, txn_id))
-        _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
-        self._claim()
-        # Read only after init_transactions() fenced every older producer: none commits after this.
-        self.committed = self.progress.read()
-        self.sink.producer.begin_transaction()
+        try:
+            self.sink = SinkProducer(producer_settings(options, txn_id))
+        except BaseException:
+            self.progress.close()
+            raise
+        try:
+            _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
+            self._claim()
+            # Read only after init_transactions() fenced every older producer: none commits after this.
+            self.committed = self.progress.read()
+            self.sink.producer.begin_transaction()
+        except BaseException:
+            self.close()
+            raise
 
     def resume(self) -> bool:
         """Begin the transaction of a new task on a kept producer. False when a newer producer of
@@ -332,9 +340,11 @@ def write_exactly_once(
             count = txn.sink.produce(itertools.chain([first], remaining), layout)
             txn.commit(Progress(unit.run, unit.batch, replay.skipped + count, replay.digest.hexdigest()))
     except BaseException as exc:
+        undelivered = txn.sink.reports.error()  # before aborting and closing purge the queue
         txn.abort()
-        txn.progress.close()  # the producer is dropped, not kept: its state is unknown
-        txn.sink.reports.raise_if_failed()  # the delivery error says more than the commit error
+        txn.close()  # dropped, not kept: its state is unknown
+        if undelivered is not None:  # the delivery error says more than the commit error
+            raise undelivered from None
         if isinstance(exc, KafkaException):
             raise KafkaSinkError(f"committing transaction '{txn_id}' failed: {describe(exc.args[0])}") from None
         raise

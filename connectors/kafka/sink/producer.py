@@ -109,10 +109,16 @@ class DeliveryReports:
             where = _describe_record(message.topic(), message.value(), message.key())
             self.first = f"{where}, partition {message.partition()}: {describe(error)}"
 
+    def error(self) -> KafkaSinkError | None:
+        if not self.failed:
+            return None
+        return KafkaSinkError(f"{self.failed} record(s) were not delivered; the first: {self.first}; "
+                              f"the largest failed value has {self.largest} bytes")
+
     def raise_if_failed(self) -> None:
-        if self.failed:
-            raise KafkaSinkError(f"{self.failed} record(s) were not delivered; the first: {self.first}; "
-                                 f"the largest failed value has {self.largest} bytes")
+        error = self.error()
+        if error is not None:
+            raise error
 
 
 class SinkProducer:
@@ -166,8 +172,11 @@ class SinkProducer:
             raise KafkaSinkError(f"{left} record(s) still undelivered after flush")
 
     def close(self) -> None:
-        """Close a kept producer (nothing is queued in one)."""
+        """Close the producer, dropping what it still queues (nothing in a kept producer; a failed
+        task's records, which its aborted transaction discards anyway): closing never waits for
+        deliveries to a broker that may be gone."""
         try:
+            self.producer.purge()
             self.producer.close()
         except KafkaException:  # a fenced transactional producer refuses to abort; dropping it is enough
             pass
