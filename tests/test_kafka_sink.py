@@ -538,6 +538,33 @@ def test_failed_task_closes_its_producer(kafka_bootstrap, unique):
     assert consume(kafka_bootstrap, topic) == []  # the transaction was aborted
 
 
+def test_owner_files_live_in_a_private_directory(tmp_path, monkeypatch):
+    from connectors.core.private_dir import private_dir
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    directory = private_dir("kafka-sink-owners")
+    assert directory == tmp_path / "connectors" / "kafka-sink-owners"
+    for path in (directory, directory.parent):
+        assert path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o777 == 0o700
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # read by tempfile.gettempdir()
+    monkeypatch.setattr("tempfile.tempdir", None)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / f"connectors-{os.getuid()}").symlink_to(tmp_path / "connectors")  # planted
+    with pytest.raises(PermissionError, match="is not a directory"):
+        private_dir("kafka-sink-owners")
+    (tmp_path / "tmp" / f"connectors-{os.getuid()}").unlink()
+    (tmp_path / "tmp" / f"connectors-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(tmp_path / "tmp" / f"connectors-{os.getuid()}", 0o777)
+    with pytest.raises(PermissionError, match="other users may enter it"):
+        private_dir("kafka-sink-owners")
+    if os.getuid() == 0:  # only root can hand a directory to another user
+        os.chmod(tmp_path / "tmp" / f"connectors-{os.getuid()}", 0o700)
+        os.chown(tmp_path / "tmp" / f"connectors-{os.getuid()}", 65534, 65534)
+        with pytest.raises(PermissionError, match="is owned by uid 65534"):
+            private_dir("kafka-sink-owners")
+
+
 # --- fencing: zombies and producers kept by Python workers --------------------------------------
 
 
@@ -580,12 +607,12 @@ def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, uni
     """Partition 0 runs in this process (which keeps its producer), then in another worker process
     (whose producer fences the kept one), then here again: the task must not fail. On the same
     host the kept producer learns it from the owner file; a worker on another host (here: another
-    temp dir) leaves none, so the broker's epoch check must catch it."""
+    runtime dir) leaves none, so the broker's epoch check must catch it."""
     topic = create_topic(kafka_bootstrap, unique)
     options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
     assert write_numbers(options, 0, 0, 300) == (300, 0)
     if host == "other host":
-        monkeypatch.setenv("TMPDIR", str(tmp_path))  # read by the spawned worker's tempfile
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # where the spawned worker keeps owner files
     with multiprocessing.get_context("spawn").Pool(1) as other_worker:
         assert other_worker.apply(write_numbers, (options, 1, 300, 600)) == (300, 0)
     capfd.readouterr()

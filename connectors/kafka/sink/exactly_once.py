@@ -39,13 +39,13 @@ long one task may take to write its partition.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import logging
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -55,7 +55,9 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from connectors.core.digest import RecordDigest
+from connectors.core.private_dir import private_dir
 from connectors.core.retry import retry
+from connectors.kafka import FORMAT
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import (
     IDLE,
@@ -81,8 +83,9 @@ _PRODUCER_ONLY = frozenset({
 })
 ALL = sys.maxsize  # "every record of the unit is committed"
 SINK_RUN = ""  # the run without a streaming query id: the sink named by its prefix alone
-# One file per transactional id: the token of the producer on this host that initialized it last.
-OWNERS = Path(tempfile.gettempdir()) / "connectors-kafka-sink-owners"
+# One file per transactional id, in a private directory (see _owners): the token of the
+# producer on this host that initialized it last.
+OWNERS_DIR = "kafka-sink-owners"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,6 +227,17 @@ class _Replay:
             "the batch first ran with, and change it once the batch is committed")
 
 
+@functools.cache
+def _owners() -> Path | None:
+    """The directory of the owner files, or None (no shortcut: the broker checks alone) when it is
+    not private to this user."""
+    try:
+        return private_dir(OWNERS_DIR)
+    except OSError as exc:
+        log.warning("%s: no owner files (%s); kept producers ask the broker whether they were replaced", FORMAT, exc)
+        return None
+
+
 class TransactionalProducer:
     """The producer of one transactional id, and the progress it knows to be committed.
 
@@ -233,7 +247,7 @@ class TransactionalProducer:
     trip to the transaction coordinator before the task reads any input.
 
     Most newer producers are another worker on the same host: each producer leaves a token in a
-    file of :data:`OWNERS` after its ``init_transactions()``, so a kept producer that finds another
+    file of :func:`_owners` after its ``init_transactions()``, so a kept producer that finds another
     token gives up without asking the broker (nor making librdkafka log a fatal "fenced" error).
     The file is only a shortcut: a stale or lost one costs a new producer or the broker's check.
     """
@@ -241,7 +255,9 @@ class TransactionalProducer:
     def __init__(self, options: KafkaSinkOptions, txn_id: str, timeout: float):
         self.txn_id, self.timeout = txn_id, timeout
         cluster = options.client_settings()["bootstrap.servers"]
-        self.owner_file = OWNERS / hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
+        owners = _owners()
+        name = hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
+        self.owner_file = None if owners is None else owners / name
         self.token = uuid.uuid4().hex
         # Created first, so its coordinator lookup overlaps init_transactions().
         self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
@@ -277,12 +293,15 @@ class TransactionalProducer:
         return True
 
     def _claim(self) -> None:
-        OWNERS.mkdir(exist_ok=True)
+        if self.owner_file is None:
+            return
         draft = self.owner_file.with_name(f"{self.owner_file.name}.{self.token}")
         draft.write_text(self.token)
         os.replace(draft, self.owner_file)  # atomic: readers see the old or the new token
 
     def _owns(self) -> bool:
+        if self.owner_file is None:
+            return True  # unknown here: the broker's check in resume() decides
         try:
             return self.owner_file.read_text() == self.token
         except OSError:
