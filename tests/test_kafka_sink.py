@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from jobs.kafka_sink import number_batches, write_numbers, write_task
+from jobs.kafka_sink import leave_transaction_open as leave_transaction_open_job
 from pyspark.errors import PySparkException
 from pyspark.sql.types import (
     BinaryType,
@@ -563,6 +564,42 @@ def test_owner_files_live_in_a_private_directory(tmp_path, monkeypatch):
         os.chown(tmp_path / "tmp" / f"connectors-{os.getuid()}", 65534, 65534)
         with pytest.raises(PermissionError, match="is owned by uid 65534"):
             private_dir("kafka-sink-owners")
+
+
+# --- lingering transactions and expired progress -------------------------------------------------
+
+
+def leave_transaction_open(bootstrap: str, txn_id: str, topic: str, value: bytes) -> None:
+    """A killed task's transaction: ``value`` in ``topic``, never committed nor aborted; checks
+    that it really holds back read_committed consumers."""
+    killed = multiprocessing.get_context("spawn").Process(
+        target=leave_transaction_open_job, args=(bootstrap, txn_id, topic, value))
+    killed.start()
+    killed.join(120)
+    assert killed.exitcode == -9
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, b"1000000")  # after the open transaction: invisible until it ends
+    producer.flush(30)
+    assert b"1000000" not in [r.value for r in consume(bootstrap, topic)]
+
+
+def test_query_start_aborts_transactions_of_partitions_that_no_longer_run(spark, kafka_bootstrap, unique, tmp_path):
+    """A query with 4 partitions left partition 3's transaction open (its task was killed); the
+    query restarts with 2 partitions, so no task of partition 3 ever aborts it: the start does,
+    and read_committed consumers see the new records at once, not after transaction.timeout.ms
+    (15 minutes)."""
+    topic = create_topic(kafka_bootstrap, unique, 1)
+    options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
+    for partition in range(4):
+        write_task(options, 0, number_batches(10_000 + partition, 10_001 + partition), partition)
+    leave_transaction_open(kafka_bootstrap, f"{unique}-3", topic, b"-1")
+    query = (numbers_stream(spark, 99, 100).writeStream.format("connectors.kafka").options(**options)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert values(consume(kafka_bootstrap, topic)) == list(range(100)) + list(range(10_000, 10_004)) + [1_000_000]
 
 
 # --- fencing: zombies and producers kept by Python workers --------------------------------------

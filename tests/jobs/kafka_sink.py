@@ -105,6 +105,23 @@ def write_numbers(options, batch, start, stop):
     return write_task(options, batch, number_batches(start, stop))
 
 
+def leave_transaction_open(bootstrap, txn_id, topic, value):
+    """What a task killed mid-transaction leaves: ``value`` produced to ``topic`` in an open
+    transaction of ``txn_id``, then SIGKILL (run it in a process of its own)."""
+    import os
+    import signal
+
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": "900000"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value)
+    producer.flush(30)  # on the broker, in the open transaction
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def connect_foreach_batch(options, checkpoints, end):
     """Under Spark Connect: numbers 0..end through ``foreachBatch(KafkaSink(options))``, once per
     checkpoint in ``checkpoints`` (each a new query with the same transactionalIdPrefix); prints

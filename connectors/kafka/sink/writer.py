@@ -13,7 +13,8 @@ Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink.r
   producer's own retries may duplicate records.
 
 Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
-``commit()`` only reports. Producers are kept in the Python worker between tasks
+``commit()`` only reports. Before an exactly-once query's first tasks, the driver aborts the
+transactions earlier runs left open (:mod:`connectors.kafka.sink.recovery`). Producers are kept in the Python worker between tasks
 (``producerCacheSize``, see :mod:`connectors.kafka.sink.producer`).
 """
 
@@ -39,6 +40,7 @@ from connectors.kafka.sink.exactly_once import SINK_RUN, WorkUnit, write_exactly
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
+from connectors.kafka.sink.recovery import on_query_start
 
 __all__ = ["writer", "stream_writer"]
 
@@ -58,6 +60,8 @@ def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkO
     config = KafkaSinkOptions.from_options(options)
     layout = RecordLayout.of(schema, config.topic)
     check_cluster(config)
+    if config.exactly_once:
+        on_query_start(config)
     return config, layout
 
 
