@@ -602,6 +602,44 @@ def test_query_start_aborts_transactions_of_partitions_that_no_longer_run(spark,
     assert values(consume(kafka_bootstrap, topic)) == list(range(100)) + list(range(10_000, 10_004)) + [1_000_000]
 
 
+def test_restart_whose_progress_expired_refuses_to_rerun_the_batch(spark, unique, tmp_path):
+    """A broker of our own that drops the offsets of empty groups after a minute (the brokers'
+    default is 7 days): the query stops while batch 1 is pending, stays down until its progress
+    expired, and restarts. Re-running batch 1 would write it twice; the start refuses, naming
+    progressTopic and what to do."""
+    from connectors.testing.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path / "broker", settings={"offsets.retention.minutes": "1",
+                                                        "offsets.retention.check.interval.ms": "1000"})
+    bootstrap = broker.start()
+    try:
+        topic = create_topic(bootstrap, unique)
+        options, checkpoint = sink_options(bootstrap, topic, "exactly-once", prefix=unique), tmp_path / "cp"
+
+        def start():
+            return (numbers_stream(spark, 1999, 1000).writeStream.format("connectors.kafka").options(**options)
+                    .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+
+        query = start()
+        query.awaitTermination(180)
+        assert query.exception() is None
+        for name in ("1", ".1.crc"):  # as if the driver died before recording batch 1
+            (checkpoint / "commits" / name).unlink()
+        admin, deadline = AdminClient({"bootstrap.servers": bootstrap}), time.monotonic() + 180
+        while any(g.group_id.startswith(unique) for g in admin.list_consumer_groups().result(30).valid):
+            assert time.monotonic() < deadline, "the progress groups never expired"
+            time.sleep(5)
+        query = start()
+        with pytest.raises(PySparkException) as info:
+            query.awaitTermination(180)
+        assert (f"the checkpoint re-runs batch 1, but progressTopic 'connectors-sink-progress' holds no progress of "
+                f"transactionalIdPrefix '{unique}'") in str(info.value)
+        assert f"delete {checkpoint}/offsets/1" in str(info.value)
+        assert values(consume(bootstrap, topic)) == list(range(2000))
+    finally:
+        broker.stop()
+
+
 # --- fencing: zombies and producers kept by Python workers --------------------------------------
 
 

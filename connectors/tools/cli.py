@@ -19,7 +19,7 @@ import json
 import sys
 
 from connectors.core.filesystem import parse_storage_options
-from connectors.tools.checkpoint import read_checkpoint
+from connectors.core.checkpoint import read_checkpoint
 
 
 def cmd_offsets(args: argparse.Namespace) -> int:

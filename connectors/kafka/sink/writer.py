@@ -14,7 +14,8 @@ Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink.r
 
 Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
 ``commit()`` only reports. Before an exactly-once query's first tasks, the driver aborts the
-transactions earlier runs left open (:mod:`connectors.kafka.sink.recovery`). Producers are kept in the Python worker between tasks
+transactions earlier runs left open and refuses to re-run a batch whose progress expired
+(:mod:`connectors.kafka.sink.recovery`). Producers are kept in the Python worker between tasks
 (``producerCacheSize``, see :mod:`connectors.kafka.sink.producer`).
 """
 
@@ -61,7 +62,7 @@ def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkO
     layout = RecordLayout.of(schema, config.topic)
     check_cluster(config)
     if config.exactly_once:
-        on_query_start(config)
+        on_query_start(config, options)
     return config, layout
 
 
