@@ -602,6 +602,19 @@ def test_query_start_aborts_transactions_of_partitions_that_no_longer_run(spark,
     assert values(consume(kafka_bootstrap, topic)) == list(range(100)) + list(range(10_000, 10_004)) + [1_000_000]
 
 
+def test_progress_topic_replication_factor(spark, kafka_bootstrap, unique):
+    df = spark.createDataFrame([("v",)], "value string")
+    options = {**sink_options(kafka_bootstrap, unique, "exactly-once", prefix=unique), "progressTopic": unique + "-p"}
+    with pytest.raises(PySparkException) as info:  # one broker: two replicas cannot be placed
+        df.write.format("connectors.kafka").options(**options).option("progressTopicReplicationFactor", 2) \
+            .mode("append").save()
+    assert "option 'progressTopicReplicationFactor' = 2: creating progressTopic" in str(info.value)
+    df.write.format("connectors.kafka").options(**options).option("progressTopicReplicationFactor", 1) \
+        .mode("append").save()
+    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30).topics
+    assert len(topics[unique + "-p"].partitions[0].replicas) == 1
+
+
 def test_restart_whose_progress_expired_refuses_to_rerun_the_batch(spark, unique, tmp_path):
     """A broker of our own that drops the offsets of empty groups after a minute (the brokers'
     default is 7 days): the query stops while batch 1 is pending, stays down until its progress

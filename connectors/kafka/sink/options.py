@@ -79,6 +79,10 @@ class KafkaSinkOptions(Options):
         "progressTopic", parse_topic, default="connectors-sink-progress",
         doc="exactly-once: existing or creatable topic whose partition 0 anchors the sink's progress "
             "offsets (nothing is written to it); shared by all sinks")
+    progress_topic_replication_factor: int | None = option(
+        "progressTopicReplicationFactor", parse_int, default=None, checks=[positive],
+        doc="exactly-once: replication factor of progressTopic when the sink creates it "
+            "(default: the brokers' default.replication.factor)")
     request_timeout: timedelta = option(
         "requestTimeout", parse_duration, default=timedelta(seconds=60), checks=[positive],
         doc="longest wait for the broker in one blocking call: the check at query start, "
