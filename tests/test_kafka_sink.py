@@ -627,7 +627,9 @@ def test_restart_whose_progress_expired_refuses_to_rerun_the_batch(spark, unique
     bootstrap = broker.start()
     try:
         topic = create_topic(bootstrap, unique)
-        options, checkpoint = sink_options(bootstrap, topic, "exactly-once", prefix=unique), tmp_path / "cp"
+        # No producers kept in the session's Python workers: they would retry the stopped broker.
+        options = {**sink_options(bootstrap, topic, "exactly-once", prefix=unique), "producerCacheSize": "0"}
+        checkpoint = tmp_path / "cp"
 
         def start():
             return (numbers_stream(spark, 1999, 1000).writeStream.format("connectors.kafka").options(**options)
