@@ -64,3 +64,20 @@ def test_file_sink_status_and_finish(spark, tmp_path):
     after = run_cli("files", str(out))
     assert "in-progress" not in after.stdout and "finished part files: 0" not in after.stdout
     assert sorted(r.value for r in spark.read.json(str(out)).collect()) == list(range(100))
+
+
+def test_abort_transactions_of_a_query_that_is_gone(kafka_bootstrap, unique):
+    """A stopped query's partition 0 left a transaction open: the command aborts it, and
+    read_committed consumers see the records written after it at once."""
+    from jobs.kafka_sink import number_batches, write_task
+    from test_kafka_sink import consume, create_topic, leave_transaction_open, sink_options
+
+    topic = create_topic(kafka_bootstrap, unique, 1)
+    write_task(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique), 0, number_batches(0, 10))
+    leave_transaction_open(kafka_bootstrap, f"{unique}-0", topic, b"-1")
+    result = run_cli("abort-transactions", "--bootstrap-servers", kafka_bootstrap, "--prefix", unique)
+    assert result.returncode == 0, result.stderr
+    assert f"initialized 1 transactional ids, {unique}-0 .. {unique}-0" in result.stdout
+    assert sorted(int(r.value) for r in consume(kafka_bootstrap, topic)) == list(range(10)) + [1_000_000]
+    nothing = run_cli("abort-transactions", "--bootstrap-servers", kafka_bootstrap, "--prefix", unique + "x")
+    assert nothing.returncode == 0 and "no transactional id of prefix" in nothing.stdout

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from jobs.kafka_sink import number_batches, write_numbers, write_task
+from jobs.kafka_sink import leave_transaction_open as leave_transaction_open_job
 from pyspark.errors import PySparkException
 from pyspark.sql.types import (
     BinaryType,
@@ -34,7 +35,8 @@ from pyspark.sql.types import (
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.kafka import KafkaSink, KafkaSinkOptions
-from connectors.kafka.sink.exactly_once import ALL, Progress, WorkUnit, _Skip
+from connectors.kafka.sink.exactly_once import ALL, SINK_RUN, Progress, WorkUnit, _Replay
+from connectors.kafka.sink.producer import KafkaSinkError
 from connectors.kafka.sink.records import HEADERS_TYPE, ColumnError, RecordLayout
 
 TESTS_DIR = Path(__file__).parent
@@ -192,15 +194,48 @@ def test_progress_counts_committed_records_of_the_same_run_and_batch():
     assert progress.committed_of(WorkUnit("other query", 4, 0)) == 0  # a new checkpoint, same prefix
 
 
-def test_skip_drops_exactly_the_committed_prefix():
+def _string_batches(values: list[str], size: int) -> list:
     import pyarrow as pa
 
-    batches = [pa.record_batch({"value": list(range(i, i + 4))}) for i in range(0, 12, 4)]
-    skip = _Skip(6)
-    rest = [v for b in skip(iter(batches)) for v in b.column("value").to_pylist()]
-    assert rest == list(range(6, 12)) and skip.skipped == 6
-    skip = _Skip(ALL)
-    assert list(skip(iter(batches))) == [] and skip.skipped == 12
+    return [pa.record_batch({"value": values[i:i + size]}) for i in range(0, len(values), size)]
+
+
+def _committed_by(unit: WorkUnit, values: list[str]) -> Progress:
+    """The progress a first attempt of ``unit`` that committed ``values`` left."""
+    first = _Replay("p-0", unit, None, ("value",))
+    assert [v for b in first(_string_batches(values, 4)) for v in b.column("value").to_pylist()] == values
+    return Progress(unit.run, unit.batch, len(values), first.digest.hexdigest())
+
+
+def test_replay_skips_exactly_the_committed_prefix_whatever_the_batch_sizes():
+    unit = WorkUnit("query", 3, 0)
+    rows = [str(i) for i in range(12)]
+    replay = _Replay("p-0", unit, _committed_by(unit, rows[:6]), ("value",))
+    rest = [v for b in replay(_string_batches(rows, 5)) for v in b.column("value").to_pylist()]
+    assert rest == rows[6:] and replay.skipped == 6
+    assert replay.digest.hexdigest() == _committed_by(unit, rows).digest  # the progress the retry commits
+    replay = _Replay("p-0", WorkUnit("query", 2, 0), _committed_by(unit, rows[:6]), ("value",))
+    assert list(replay(_string_batches(rows, 5))) == [] and replay.skipped == 12  # a later batch is committed
+
+
+@pytest.mark.parametrize("replayed, problem", [
+    ([str(i) for i in range(6, 18)], "now holds other records than the 6 an earlier attempt committed"),
+    (["0", "1", "2"], "now holds only 3 records, but an earlier attempt committed 6"),
+])
+def test_replay_with_other_records_fails(replayed, problem):
+    unit = WorkUnit("query", 3, 1)
+    replay = _Replay("p-1", unit, _committed_by(unit, [str(i) for i in range(6)]), ("value",))
+    with pytest.raises(KafkaSinkError) as info:
+        list(replay(_string_batches(replayed, 4)))
+    assert f"transactional id 'p-1': batch 3 is re-run and its partition 1 {problem}" in str(info.value)
+    assert "restart with the partitioning the batch first ran with" in str(info.value)
+
+
+def test_without_a_query_id_an_older_batch_fails_instead_of_counting_as_committed():
+    with pytest.raises(KafkaSinkError) as info:
+        _Replay("p-0", WorkUnit(SINK_RUN, 0, 0), Progress(SINK_RUN, 5, 10), ("value",))
+    assert "transactional id 'p-0' has committed batch 5, so batch 0 is not a batch of this sink" in str(info.value)
+    assert "A new query needs a new transactionalIdPrefix" in str(info.value)
 
 
 # --- writing: columns, batch and stream --------------------------------------------------------
@@ -311,6 +346,87 @@ def test_none_guarantee_with_lowered_acks(spark, kafka_bootstrap, unique, tmp_pa
     assert values(consume(kafka_bootstrap, topic)) == list(range(500))
 
 
+# --- the sink's identity and replays -----------------------------------------------------------
+
+
+def progress_of(bootstrap: str, group: str, topic: str = "connectors-sink-progress") -> dict | None:
+    """The progress the sink committed for consumer group ``group`` (``<prefix>-<partition>``)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (position,) = consumer.committed([TopicPartition(topic, 0)], 30)
+        return json.loads(position.metadata) if position.offset >= 0 else None
+    finally:
+        consumer.close()
+
+
+def test_foreach_batch_in_a_query_keys_its_progress_by_the_query_id(spark, kafka_bootstrap, unique, tmp_path):
+    """Classic Spark tells a foreachBatch function its query id: a second query (new checkpoint)
+    with the same prefix is another run, and writes its batches 0 and 1 again."""
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    ids = []
+    for checkpoint in ("cp1", "cp2"):
+        query = (numbers_stream(spark, 999, 500).writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(tmp_path / checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination(180)
+        assert query.exception() is None
+        ids.append(query.id)
+        assert progress_of(kafka_bootstrap, f"{unique}-0")["run"] == query.id
+    assert ids[0] != ids[1]
+    assert values(consume(kafka_bootstrap, topic)) == sorted(list(range(1000)) * 2)
+
+
+def test_sink_without_a_query_id_writes_a_batch_once_and_refuses_an_older_one(spark, kafka_bootstrap, unique):
+    """Called outside a query (as under Spark Connect), the prefix alone names the sink: the same
+    batch again is skipped, an older batch (a new query reusing the prefix) fails; it used to
+    count as committed and was dropped."""
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    rows = spark.range(0, 100, numPartitions=2).selectExpr("cast(id as string) as value")
+    sink(rows, 5)
+    sink(rows, 5)
+    assert progress_of(kafka_bootstrap, f"{unique}-0")["run"] == ""
+    with pytest.raises(PySparkException) as info:
+        sink(spark.range(100, 200, numPartitions=2).selectExpr("cast(id as string) as value"), 0)
+    assert f"transactional id '{unique}-" in str(info.value)
+    assert "has committed batch 5, so batch 0 is not a batch of this sink" in str(info.value)
+    assert values(consume(kafka_bootstrap, topic)) == list(range(100))
+
+
+def test_spark_connect_foreach_batch_has_no_query_id_and_a_new_query_fails(kafka_bootstrap, unique, tmp_path):
+    """Spark Connect runs foreachBatch in a worker that cannot learn the query id: the first query
+    writes every record once; a second query with a new checkpoint and the same prefix fails at
+    its first batch (it used to skip batches 0..k as committed)."""
+    topic = create_topic(kafka_bootstrap, unique)
+    job = {"job": "connect_foreach_batch", "end": 999,
+           "options": sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique),
+           "checkpoints": [str(tmp_path / "cp1"), str(tmp_path / "cp2")]}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "jobs.kafka_sink", json.dumps(job)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
+    assert first["error"] is None
+    assert "has committed batch 1, so batch 0 is not a batch of this sink" in second["error"]
+    assert progress_of(kafka_bootstrap, f"{unique}-0")["run"] == ""
+    assert values(consume(kafka_bootstrap, topic)) == list(range(1000))
+
+
+def test_replay_with_other_partitioning_fails_and_writes_nothing(spark, kafka_bootstrap, unique):
+    """Batch 5 runs again with the same rows in other partitions (as after a change of the
+    source's partition count): each partition's committed prefix differs, so the batch fails.
+    Skipping by count used to drop some rows and write others twice."""
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    rows = spark.range(0, 1000, numPartitions=2).selectExpr("cast(id as string) as value")
+    sink(rows, 5)
+    with pytest.raises(PySparkException) as info:
+        sink(rows.repartition(2, "value"), 5)
+    assert f"transactional id '{unique}-" in str(info.value)
+    assert "batch 5 is re-run and its partition" in str(info.value)
+    assert values(consume(kafka_bootstrap, topic)) == list(range(1000))
+
+
 # --- failures ----------------------------------------------------------------------------------
 
 
@@ -402,6 +518,143 @@ def test_overwrite_mode_is_rejected(spark, kafka_bootstrap, unique):
     assert "Kafka topics can only be appended to" in str(info.value)
 
 
+def test_failed_task_closes_its_producer(kafka_bootstrap, unique):
+    """The producer and progress consumer of a failed exactly-once task are closed, not left to
+    the garbage collector (the traceback Spark keeps holds the task's frames)."""
+    topic = create_topic(kafka_bootstrap, unique)
+
+    def librdkafka_threads() -> int:
+        tasks = Path("/proc/self/task").iterdir()
+        return sum((task / "comm").read_text().startswith("rdk:") for task in tasks)
+
+    def failing_input():
+        yield from number_batches(0, 300)
+        raise RuntimeError("input failed")
+
+    before = librdkafka_threads()
+    with pytest.raises(RuntimeError, match="input failed") as info:
+        write_task(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique), 0, failing_input())
+    assert info.traceback  # still referenced, as by Spark's worker while it reports the error
+    assert librdkafka_threads() == before
+    assert consume(kafka_bootstrap, topic) == []  # the transaction was aborted
+
+
+def test_owner_files_live_in_a_private_directory(tmp_path, monkeypatch):
+    from connectors.core.private_dir import private_dir
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    directory = private_dir("kafka-sink-owners")
+    assert directory == tmp_path / "connectors" / "kafka-sink-owners"
+    for path in (directory, directory.parent):
+        assert path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o777 == 0o700
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # read by tempfile.gettempdir()
+    monkeypatch.setattr("tempfile.tempdir", None)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / f"connectors-{os.getuid()}").symlink_to(tmp_path / "connectors")  # planted
+    with pytest.raises(PermissionError, match="is not a directory"):
+        private_dir("kafka-sink-owners")
+    (tmp_path / "tmp" / f"connectors-{os.getuid()}").unlink()
+    (tmp_path / "tmp" / f"connectors-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(tmp_path / "tmp" / f"connectors-{os.getuid()}", 0o777)
+    with pytest.raises(PermissionError, match="other users may enter it"):
+        private_dir("kafka-sink-owners")
+    if os.getuid() == 0:  # only root can hand a directory to another user
+        os.chmod(tmp_path / "tmp" / f"connectors-{os.getuid()}", 0o700)
+        os.chown(tmp_path / "tmp" / f"connectors-{os.getuid()}", 65534, 65534)
+        with pytest.raises(PermissionError, match="is owned by uid 65534"):
+            private_dir("kafka-sink-owners")
+
+
+# --- lingering transactions and expired progress -------------------------------------------------
+
+
+def leave_transaction_open(bootstrap: str, txn_id: str, topic: str, value: bytes) -> None:
+    """A killed task's transaction: ``value`` in ``topic``, never committed nor aborted; checks
+    that it really holds back read_committed consumers."""
+    killed = multiprocessing.get_context("spawn").Process(
+        target=leave_transaction_open_job, args=(bootstrap, txn_id, topic, value))
+    killed.start()
+    killed.join(120)
+    assert killed.exitcode == -9
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, b"1000000")  # after the open transaction: invisible until it ends
+    producer.flush(30)
+    assert b"1000000" not in [r.value for r in consume(bootstrap, topic)]
+
+
+def test_query_start_aborts_transactions_of_partitions_that_no_longer_run(spark, kafka_bootstrap, unique, tmp_path):
+    """A query with 4 partitions left partition 3's transaction open (its task was killed); the
+    query restarts with 2 partitions, so no task of partition 3 ever aborts it: the start does,
+    and read_committed consumers see the new records at once, not after transaction.timeout.ms
+    (15 minutes)."""
+    topic = create_topic(kafka_bootstrap, unique, 1)
+    options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
+    for partition in range(4):
+        write_task(options, 0, number_batches(10_000 + partition, 10_001 + partition), partition)
+    leave_transaction_open(kafka_bootstrap, f"{unique}-3", topic, b"-1")
+    query = (numbers_stream(spark, 99, 100).writeStream.format("connectors.kafka").options(**options)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert values(consume(kafka_bootstrap, topic)) == list(range(100)) + list(range(10_000, 10_004)) + [1_000_000]
+
+
+def test_progress_topic_replication_factor(spark, kafka_bootstrap, unique):
+    df = spark.createDataFrame([("v",)], "value string")
+    options = {**sink_options(kafka_bootstrap, unique, "exactly-once", prefix=unique), "progressTopic": unique + "-p"}
+    with pytest.raises(PySparkException) as info:  # one broker: two replicas cannot be placed
+        df.write.format("connectors.kafka").options(**options).option("progressTopicReplicationFactor", 2) \
+            .mode("append").save()
+    assert "option 'progressTopicReplicationFactor' = 2: creating progressTopic" in str(info.value)
+    df.write.format("connectors.kafka").options(**options).option("progressTopicReplicationFactor", 1) \
+        .mode("append").save()
+    topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=30).topics
+    assert len(topics[unique + "-p"].partitions[0].replicas) == 1
+
+
+def test_restart_whose_progress_expired_refuses_to_rerun_the_batch(spark, unique, tmp_path):
+    """A broker of our own that drops the offsets of empty groups after a minute (the brokers'
+    default is 7 days): the query stops while batch 1 is pending, stays down until its progress
+    expired, and restarts. Re-running batch 1 would write it twice; the start refuses, naming
+    progressTopic and what to do."""
+    from connectors.testing.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path / "broker", settings={"offsets.retention.minutes": "1",
+                                                        "offsets.retention.check.interval.ms": "1000"})
+    bootstrap = broker.start()
+    try:
+        topic = create_topic(bootstrap, unique)
+        # No producers kept in the session's Python workers: they would retry the stopped broker.
+        options = {**sink_options(bootstrap, topic, "exactly-once", prefix=unique), "producerCacheSize": "0"}
+        checkpoint = tmp_path / "cp"
+
+        def start():
+            return (numbers_stream(spark, 1999, 1000).writeStream.format("connectors.kafka").options(**options)
+                    .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+
+        query = start()
+        query.awaitTermination(180)
+        assert query.exception() is None
+        for name in ("1", ".1.crc"):  # as if the driver died before recording batch 1
+            (checkpoint / "commits" / name).unlink()
+        admin, deadline = AdminClient({"bootstrap.servers": bootstrap}), time.monotonic() + 180
+        while any(g.group_id.startswith(unique) for g in admin.list_consumer_groups().result(30).valid):
+            assert time.monotonic() < deadline, "the progress groups never expired"
+            time.sleep(5)
+        query = start()
+        with pytest.raises(PySparkException) as info:
+            query.awaitTermination(180)
+        assert (f"the checkpoint re-runs batch 1, but progressTopic 'connectors-sink-progress' holds no progress of "
+                f"transactionalIdPrefix '{unique}'") in str(info.value)
+        assert f"delete {checkpoint}/offsets/1" in str(info.value)
+        assert values(consume(bootstrap, topic)) == list(range(2000))
+    finally:
+        broker.stop()
+
+
 # --- fencing: zombies and producers kept by Python workers --------------------------------------
 
 
@@ -444,12 +697,12 @@ def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, uni
     """Partition 0 runs in this process (which keeps its producer), then in another worker process
     (whose producer fences the kept one), then here again: the task must not fail. On the same
     host the kept producer learns it from the owner file; a worker on another host (here: another
-    temp dir) leaves none, so the broker's epoch check must catch it."""
+    runtime dir) leaves none, so the broker's epoch check must catch it."""
     topic = create_topic(kafka_bootstrap, unique)
     options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique)
     assert write_numbers(options, 0, 0, 300) == (300, 0)
     if host == "other host":
-        monkeypatch.setenv("TMPDIR", str(tmp_path))  # read by the spawned worker's tempfile
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # where the spawned worker keeps owner files
     with multiprocessing.get_context("spawn").Pool(1) as other_worker:
         assert other_worker.apply(write_numbers, (options, 1, 300, 600)) == (300, 0)
     capfd.readouterr()

@@ -58,8 +58,16 @@ def current_task() -> TaskAttempt:
 
 
 def foreach_batch_query_id(df) -> str | None:
-    """The streaming query id inside a foreachBatch function (driver side), or None."""
-    try:
-        return df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-    except Exception:  # Spark Connect has no SparkContext
+    """The streaming query id inside a foreachBatch function, or None where Spark does not tell.
+
+    Classic Spark calls the function on the query's thread, whose local properties hold the id.
+    Spark Connect (4.2, 4.3) calls it in a Python worker with a session cloned for the query:
+    neither its conf, nor the local properties its jobs carry, nor its ``streams`` name the query,
+    so there it is None, as for a function called outside any query. A sink that keys its progress
+    by this id then needs an id of its own from the user, and decides what to do without one
+    (the Kafka sink: ``transactionalIdPrefix``; the JDBC sink: ``sinkId``).
+    """
+    session = df.sparkSession
+    if type(session).__module__.startswith("pyspark.sql.connect"):  # no SparkContext to ask
         return None
+    return session.sparkContext.getLocalProperty("sql.streaming.queryId")

@@ -17,7 +17,7 @@ has no canonical form for raises TypeError rather than being left out of the dig
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,21 +25,25 @@ import pyarrow.compute as pc
 
 
 class RowsDigest:
-    """A running digest: ``update()`` with consecutive rows, ``hexdigest()`` of all rows so far."""
+    """A running digest: ``update()`` with consecutive rows, ``hexdigest()`` of all rows so far;
+    of the ``columns`` named (in that order), or of every column."""
 
-    def __init__(self) -> None:
+    def __init__(self, columns: Sequence[str] | None = None) -> None:
+        self.columns = None if columns is None else tuple(columns)
         self.rows = 0
         self._streams: dict[str, hashlib._Hash] = {}
         self._lengths: dict[str, int] = {}  # elements seen per array path: null positions are offset by it
 
     def update(self, rows: pa.RecordBatch | pa.Table) -> None:
+        if self.columns is not None:
+            rows = rows.select(list(self.columns))
         for index, column in enumerate(rows.columns):
             for array in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
                 self._array(str(index), array)
         self.rows += rows.num_rows
 
     def copy(self) -> RowsDigest:
-        clone = RowsDigest()
+        clone = RowsDigest(self.columns)
         clone.rows, clone._lengths = self.rows, dict(self._lengths)
         clone._streams = {name: stream.copy() for name, stream in self._streams.items()}
         return clone

@@ -89,14 +89,19 @@ def _cluster_id() -> str:
 
 
 class KafkaBroker(LocalService):
-    """Kafka ``KAFKA_VERSION`` on free 127.0.0.1 ports; ``start()`` returns its bootstrap servers."""
+    """Kafka ``KAFKA_VERSION`` on free 127.0.0.1 ports; ``start()`` returns its bootstrap servers.
+
+    ``settings`` add to or override :data:`SETTINGS` (e.g. a short ``offsets.retention.minutes``
+    for a test's own broker, with its own ``runtime_dir``).
+    """
 
     name = "kafka"
 
-    def __init__(self, runtime_dir: Path | None = None) -> None:
+    def __init__(self, runtime_dir: Path | None = None, settings: dict[str, str] | None = None) -> None:
         super().__init__(runtime_dir)
         self.home = cache_dir() / f"kafka-{KAFKA_VERSION}"
         self.libs = self.home / "libs"
+        self.settings = SETTINGS | (settings or {})
 
     @property
     def log_file(self) -> Path:
@@ -120,7 +125,7 @@ class KafkaBroker(LocalService):
     def _launch(self) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
         java = find_java()
         port, controller_port = free_ports(2)
-        settings = SETTINGS | {
+        settings = self.settings | {
             "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",

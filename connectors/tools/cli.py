@@ -3,6 +3,9 @@
   connectors offsets CHECKPOINT          source offsets and batch status of a query checkpoint
   connectors lag --bootstrap-servers B --group G [--topic T]
                                          a Kafka consumer group's lag per partition
+  connectors abort-transactions --bootstrap-servers B --prefix P [--partitions N]
+                                         abort the open transactions a stopped exactly-once
+                                         Kafka sink left (transactionalIdPrefix P)
   connectors files PATH [--storage-options JSON]
                                          a file sink's in-progress, pending and finished parts
   connectors finish PATH [--storage-options JSON]
@@ -17,7 +20,7 @@ import sys
 
 from connectors import __version__
 from connectors.core.filesystem import parse_storage_options
-from connectors.tools.checkpoint import read_checkpoint
+from connectors.core.checkpoint import read_checkpoint
 
 # [project] name in pyproject.toml (the wheel test checks they agree); imported as `connectors`.
 DISTRIBUTION = "pyspark-flink-connectors"
@@ -45,6 +48,28 @@ def cmd_lag(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row.topic:<30} {row.partition:>9} {row.committed:>12} {row.end:>12} {row.lag:>10}")
     print(f"total lag: {sum(row.lag for row in rows)}")
+    return 0
+
+
+def cmd_abort_transactions(args: argparse.Namespace) -> int:
+    from connectors.kafka.sink.options import KafkaSinkOptions
+    from connectors.kafka.sink.producer import KafkaSinkError
+    from connectors.kafka.sink.recovery import abort_lingering, progress_partitions
+
+    options = KafkaSinkOptions.from_options({
+        "kafka.bootstrap.servers": args.bootstrap_servers, "deliveryGuarantee": "exactly-once",
+        "transactionalIdPrefix": args.prefix,
+    })
+    try:
+        ids = abort_lingering(options, progress_partitions(options), args.partitions)
+    except KafkaSinkError as exc:
+        print(f"connectors abort-transactions: {exc}", file=sys.stderr)
+        return 1
+    if not ids:
+        print(f"no transactional id of prefix {args.prefix!r} found (no progress group '{args.prefix}-<partition>'); "
+              "--partitions N initializes <prefix>-0 .. <prefix>-(N-1)")
+    else:
+        print(f"initialized {len(ids)} transactional ids, {ids[0]} .. {ids[-1]}: their open transactions are aborted")
     return 0
 
 
@@ -80,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     lag.add_argument("--group", required=True)
     lag.add_argument("--topic", help="only this topic")
     lag.set_defaults(run=cmd_lag)
+    abort = commands.add_parser("abort-transactions",
+                                help="abort the open transactions of a stopped exactly-once Kafka sink")
+    abort.add_argument("--bootstrap-servers", required=True)
+    abort.add_argument("--prefix", required=True, help="the sink's transactionalIdPrefix")
+    abort.add_argument("--partitions", type=int, default=0,
+                       help="also initialize <prefix>-0 .. <prefix>-(N-1), which may lack a progress group")
+    abort.set_defaults(run=cmd_abort_transactions)
     for name, run, text in (("files", cmd_files, "a file sink's parts"),
                             ("finish", cmd_finish, "publish a stopped file sink's open parts")):
         command = commands.add_parser(name, help=text)

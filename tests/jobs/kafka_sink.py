@@ -105,5 +105,46 @@ def write_numbers(options, batch, start, stop):
     return write_task(options, batch, number_batches(start, stop))
 
 
+def leave_transaction_open(bootstrap, txn_id, topic, value):
+    """What a task killed mid-transaction leaves: ``value`` produced to ``topic`` in an open
+    transaction of ``txn_id``, then SIGKILL (run it in a process of its own)."""
+    import os
+    import signal
+
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": "900000"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value)
+    producer.flush(30)  # on the broker, in the open transaction
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def connect_foreach_batch(options, checkpoints, end):
+    """Under Spark Connect: numbers 0..end through ``foreachBatch(KafkaSink(options))``, once per
+    checkpoint in ``checkpoints`` (each a new query with the same transactionalIdPrefix); prints
+    each query's outcome as a JSON line."""
+    from pyspark.sql import SparkSession
+
+    from connectors.kafka import KafkaSink
+
+    spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    for checkpoint in checkpoints:
+        stream = (spark.readStream.format("connectors.numbers").option("end", end).option("rowsPerBatch", 500)
+                  .option("numPartitions", 2).load().selectExpr("cast(value as string) as value"))
+        query = (stream.writeStream.foreachBatch(KafkaSink(options)).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        try:
+            query.awaitTermination()
+            error = None
+        except Exception as exc:
+            error = str(exc)
+        print(json.dumps({"checkpoint": checkpoint, "error": error}), flush=True)
+    spark.stop()
+
+
 if __name__ == "__main__":
-    task_retry(**json.loads(sys.argv[1]))
+    job = json.loads(sys.argv[1])
+    {"task_retry": task_retry, "connect_foreach_batch": connect_foreach_batch}[job.pop("job", "task_retry")](**job)

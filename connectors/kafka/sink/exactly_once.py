@@ -6,10 +6,11 @@ Each Spark partition ``p`` of the sink has the stable transactional id ``<prefix
    attempt) and aborts its lingering transaction, or waits for one that was committing;
 2. reads the partition's progress: how many records of which (run, batch) are committed, kept as
    the committed offset of consumer group ``<prefix>-<p>`` on partition 0 of ``progressTopic``
-   (offset ``batch + 1``; run, batch and record count in the offset's metadata);
+   (offset ``batch + 1``; run, batch, record count and their digest in the offset's metadata);
 3. skips the records of this (run, batch) already committed: all of them when the task is a
    retry of a committed one or the batch is re-executed after the driver died before Spark
-   recorded it;
+   recorded it; the progress holds a digest of the committed records (:mod:`connectors.core.digest`),
+   and a replay whose skipped records differ from them fails rather than skip the wrong ones;
 4. produces the rest in one transaction, adds the new progress to the same transaction
    (``send_offsets_to_transaction``) and commits: records and progress become visible to
    ``read_committed`` consumers together, or not at all.
@@ -24,23 +25,27 @@ drops the kept producer and takes steps 1 and 2; nothing of its input has been r
 Why a record count, not a done flag: when a task's *input* fails (an upstream error), Spark ends
 the Python writer's input as if it were complete, so ``write()`` commits what it got, and Spark
 discards the attempt. The count lets the retry write exactly the records that are missing.
-Precondition, as for any replay: a re-executed partition yields the same records in the same order.
+Precondition, as for any replay: a re-executed partition yields the same records in the same
+order; the digest turns a violation into a failed batch instead of lost or duplicated records.
 
 The run is the streaming query id (stable across restarts from the same checkpoint), or a fresh
-id per batch write; the batch is Spark's batch id. A transaction lives only inside one task, so
-``transaction.timeout.ms`` bounds how long one task may take to write its partition.
+id per batch write; the batch is Spark's batch id. Where Spark gives no query id (Spark Connect's
+foreachBatch, a ``KafkaSink`` called outside a query) the run is :data:`SINK_RUN`: the prefix
+alone names the sink, whose batch ids then only go up, so an older batch fails rather than count
+as committed. A transaction lives only inside one task, so ``transaction.timeout.ms`` bounds how
+long one task may take to write its partition.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import logging
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -49,7 +54,10 @@ from typing import TypeVar, cast
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from connectors.core.digest import RowsDigest
+from connectors.core.private_dir import private_dir
 from connectors.core.retry import retry
+from connectors.kafka import FORMAT
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import (
     IDLE,
@@ -74,8 +82,10 @@ _PRODUCER_ONLY = frozenset({
     "sticky.partitioning.linger.ms", "enable.gapless.guarantee",
 })
 ALL = sys.maxsize  # "every record of the unit is committed"
-# One file per transactional id: the token of the producer on this host that initialized it last.
-OWNERS = Path(tempfile.gettempdir()) / "connectors-kafka-sink-owners"
+SINK_RUN = ""  # the run without a streaming query id: the sink named by its prefix alone
+# One file per transactional id, in a private directory (see _owners): the token of the
+# producer on this host that initialized it last.
+OWNERS_DIR = "kafka-sink-owners"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,11 +99,13 @@ class WorkUnit:
 
 @dataclasses.dataclass(frozen=True)
 class Progress:
-    """``records`` records of batch ``batch`` of run ``run`` are committed."""
+    """``records`` records of batch ``batch`` of run ``run`` are committed; ``digest`` is their
+    :class:`RowsDigest` (None in progress written before digests were kept)."""
 
     run: str
     batch: int
     records: int
+    digest: str | None = None
 
     def marker(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
@@ -161,19 +173,69 @@ class PartitionProgress:
         self.consumer.close()
 
 
-@dataclasses.dataclass
-class _Skip:
-    """Drops the first ``count`` records of a stream of Arrow batches; ``skipped`` says how many it did."""
+class _Replay:
+    """The input of a task: drops the first ``count`` records, which an earlier attempt of the
+    same (run, batch, partition) committed, after checking that they are the records it committed
+    (their digest, ``expected``), and digests everything, for the progress this task commits."""
 
-    count: int
-    skipped: int = 0
+    def __init__(self, txn_id: str, unit: WorkUnit, committed: Progress | None, columns: tuple[str, ...]):
+        self.txn_id, self.unit = txn_id, unit
+        self.count = committed.committed_of(unit) if committed else 0
+        if self.count == ALL and unit.run == SINK_RUN:
+            assert committed is not None
+            raise KafkaSinkError(
+                f"transactional id '{txn_id}' has committed batch {committed.batch}, so batch {unit.batch} is "
+                "not a batch of this sink: without a streaming query id (Spark Connect's foreachBatch, or a "
+                "KafkaSink called outside a query) transactionalIdPrefix alone names the sink and its batch ids "
+                "only go up. A new query needs a new transactionalIdPrefix")
+        self.expected = committed.digest if committed and 0 < self.count < ALL else None
+        self.digest = RowsDigest(columns)
+        self.skipped = 0
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.count == ALL:  # a later batch is committed: everything of this one was
+            for batch in batches:
+                self.skipped += batch.num_rows
+            return
         for batch in batches:
             drop = min(self.count - self.skipped, batch.num_rows)
-            self.skipped += drop
+            if drop:
+                self.digest.update(batch.slice(0, drop))
+                self.skipped += drop
+                if self.skipped == self.count:
+                    self._check()
             if drop < batch.num_rows:
-                yield batch.slice(drop) if drop else batch
+                rest = batch.slice(drop) if drop else batch
+                self.digest.update(rest)
+                yield rest
+        if self.skipped < self.count:
+            raise self._replayed_with(
+                f"only {self.skipped} records, but an earlier attempt committed {self.count}",
+                "; or the input failed (then its own error follows)")
+
+    def _check(self) -> None:
+        if self.expected is not None and self.digest.hexdigest() != self.expected:
+            raise self._replayed_with(f"other records than the {self.count} an earlier attempt committed "
+                                      "(their digest differs)")
+
+    def _replayed_with(self, what: str, cause: str = "") -> KafkaSinkError:
+        return KafkaSinkError(
+            f"transactional id '{self.txn_id}': batch {self.unit.batch} is re-run and its partition "
+            f"{self.unit.partition} now holds {what}: the input's partitioning changed since the batch first ran "
+            f"(the source's partition count, a repartition), or the input is not deterministic{cause}. "
+            "Skipping by count would lose or duplicate records, so the batch fails: restart with the partitioning "
+            "the batch first ran with, and change it once the batch is committed")
+
+
+@functools.cache
+def _owners() -> Path | None:
+    """The directory of the owner files, or None (no shortcut: the broker checks alone) when it is
+    not private to this user."""
+    try:
+        return private_dir(OWNERS_DIR)
+    except OSError as exc:
+        log.warning("%s: no owner files (%s); kept producers ask the broker whether they were replaced", FORMAT, exc)
+        return None
 
 
 class TransactionalProducer:
@@ -185,7 +247,7 @@ class TransactionalProducer:
     trip to the transaction coordinator before the task reads any input.
 
     Most newer producers are another worker on the same host: each producer leaves a token in a
-    file of :data:`OWNERS` after its ``init_transactions()``, so a kept producer that finds another
+    file of :func:`_owners` after its ``init_transactions()``, so a kept producer that finds another
     token gives up without asking the broker (nor making librdkafka log a fatal "fenced" error).
     The file is only a shortcut: a stale or lost one costs a new producer or the broker's check.
     """
@@ -193,16 +255,26 @@ class TransactionalProducer:
     def __init__(self, options: KafkaSinkOptions, txn_id: str, timeout: float):
         self.txn_id, self.timeout = txn_id, timeout
         cluster = options.client_settings()["bootstrap.servers"]
-        self.owner_file = OWNERS / hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
+        owners = _owners()
+        name = hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
+        self.owner_file = None if owners is None else owners / name
         self.token = uuid.uuid4().hex
         # Created first, so its coordinator lookup overlaps init_transactions().
         self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
-        self.sink = SinkProducer(producer_settings(options, txn_id))
-        _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
-        self._claim()
-        # Read only after init_transactions() fenced every older producer: none commits after this.
-        self.committed = self.progress.read()
-        self.sink.producer.begin_transaction()
+        try:
+            self.sink = SinkProducer(producer_settings(options, txn_id))
+        except BaseException:
+            self.progress.close()
+            raise
+        try:
+            _call(f"initializing transactional id '{txn_id}'", lambda: self.sink.producer.init_transactions(timeout))
+            self._claim()
+            # Read only after init_transactions() fenced every older producer: none commits after this.
+            self.committed = self.progress.read()
+            self.sink.producer.begin_transaction()
+        except BaseException:
+            self.close()
+            raise
 
     def resume(self) -> bool:
         """Begin the transaction of a new task on a kept producer. False when a newer producer of
@@ -221,12 +293,15 @@ class TransactionalProducer:
         return True
 
     def _claim(self) -> None:
-        OWNERS.mkdir(exist_ok=True)
+        if self.owner_file is None:
+            return
         draft = self.owner_file.with_name(f"{self.owner_file.name}.{self.token}")
         draft.write_text(self.token)
         os.replace(draft, self.owner_file)  # atomic: readers see the old or the new token
 
     def _owns(self) -> bool:
+        if self.owner_file is None:
+            return True  # unknown here: the broker's check in resume() decides
         try:
             return self.owner_file.read_text() == self.token
         except OSError:
@@ -274,34 +349,29 @@ def write_exactly_once(
     key = (settings_key(producer_settings(options, txn_id)), options.progress_topic)
     txn = _begin(options, txn_id, key)
     try:
-        skip = _Skip(txn.committed.committed_of(unit) if txn.committed else 0)
-        remaining = skip(batches)
+        replay = _Replay(txn_id, unit, txn.committed, layout.columns)
+        remaining = replay(batches)
         first = next(remaining, None)
-        _log_skipped(txn_id, unit, skip)
         count = 0
         if first is None:  # nothing (left) to write
             txn.abort()
         else:
             count = txn.sink.produce(itertools.chain([first], remaining), layout)
-            txn.commit(Progress(unit.run, unit.batch, skip.skipped + count))
+            txn.commit(Progress(unit.run, unit.batch, replay.skipped + count, replay.digest.hexdigest()))
     except BaseException as exc:
+        undelivered = txn.sink.reports.error()  # before aborting and closing purge the queue
         txn.abort()
-        txn.progress.close()  # the producer is dropped, not kept: its state is unknown
-        txn.sink.reports.raise_if_failed()  # the delivery error says more than the commit error
+        txn.close()  # dropped, not kept: its state is unknown
+        if undelivered is not None:  # the delivery error says more than the commit error
+            raise undelivered from None
         if isinstance(exc, KafkaException):
             raise KafkaSinkError(f"committing transaction '{txn_id}' failed: {describe(exc.args[0])}") from None
         raise
+    if replay.skipped:
+        log.info("%s: %d records of batch %d (run %s) were committed before; skipped",
+                 txn_id, replay.skipped, unit.batch, unit.run)
     if txn.committed is None:  # a kept producer must know the progress to prove it later
         txn.close()
     else:
         IDLE.keep(key, txn, options.producer_cache_size)
-    return count, skip.skipped
-
-
-def _log_skipped(txn_id: str, unit: WorkUnit, skip: _Skip) -> None:
-    if skip.skipped:
-        log.info("%s: %d records of batch %d (run %s) were committed before; skipped",
-                 txn_id, skip.skipped, unit.batch, unit.run)
-    if skip.count not in (0, ALL) and skip.skipped < skip.count:
-        log.warning("%s: batch %d has %d records now but %d were committed before: the input is not "
-                    "deterministic, so exactly-once cannot hold", txn_id, unit.batch, skip.skipped, skip.count)
+    return count, replay.skipped

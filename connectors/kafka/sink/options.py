@@ -73,11 +73,16 @@ class KafkaSinkOptions(Options):
         doc="none, at-least-once or exactly-once (Flink's DeliveryGuarantee)")
     transactional_id_prefix: str | None = option(
         "transactionalIdPrefix", parse_prefix, default=None,
-        doc="exactly-once: required, unique per sink; transactional ids are <prefix>-<Spark partition>")
+        doc="exactly-once: required, unique per sink; transactional ids are <prefix>-<Spark partition>; "
+            "where Spark gives no streaming query id (Spark Connect's foreachBatch) it alone names the sink")
     progress_topic: str = option(
         "progressTopic", parse_topic, default="connectors-sink-progress",
         doc="exactly-once: existing or creatable topic whose partition 0 anchors the sink's progress "
             "offsets (nothing is written to it); shared by all sinks")
+    progress_topic_replication_factor: int | None = option(
+        "progressTopicReplicationFactor", parse_int, default=None, checks=[positive],
+        doc="exactly-once: replication factor of progressTopic when the sink creates it "
+            "(default: the brokers' default.replication.factor)")
     request_timeout: timedelta = option(
         "requestTimeout", parse_duration, default=timedelta(seconds=60), checks=[positive],
         doc="longest wait for the broker in one blocking call: the check at query start, "

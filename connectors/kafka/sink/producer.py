@@ -109,10 +109,16 @@ class DeliveryReports:
             where = _describe_record(message.topic(), message.value(), message.key())
             self.first = f"{where}, partition {message.partition()}: {describe(error)}"
 
+    def error(self) -> KafkaSinkError | None:
+        if not self.failed:
+            return None
+        return KafkaSinkError(f"{self.failed} record(s) were not delivered; the first: {self.first}; "
+                              f"the largest failed value has {self.largest} bytes")
+
     def raise_if_failed(self) -> None:
-        if self.failed:
-            raise KafkaSinkError(f"{self.failed} record(s) were not delivered; the first: {self.first}; "
-                                 f"the largest failed value has {self.largest} bytes")
+        error = self.error()
+        if error is not None:
+            raise error
 
 
 class SinkProducer:
@@ -166,8 +172,11 @@ class SinkProducer:
             raise KafkaSinkError(f"{left} record(s) still undelivered after flush")
 
     def close(self) -> None:
-        """Close a kept producer (nothing is queued in one)."""
+        """Close the producer, dropping what it still queues (nothing in a kept producer; a failed
+        task's records, which its aborted transaction discards anyway): closing never waits for
+        deliveries to a broker that may be gone."""
         try:
+            self.producer.purge()
             self.producer.close()
         except KafkaException:  # a fenced transactional producer refuses to abort; dropping it is enough
             pass
@@ -249,6 +258,12 @@ def check_cluster(options: KafkaSinkOptions) -> None:
                           "the topic does not exist (and kafka.allow.auto.create.topics is false)")
     if options.exactly_once and options.progress_topic not in topics:
         _create_progress_topic(options, timeout)
+    elif options.exactly_once and options.progress_topic_replication_factor is not None:
+        replicas = len(topics[options.progress_topic].partitions[0].replicas)
+        if replicas != options.progress_topic_replication_factor:
+            log.warning("%s: progressTopic '%s' exists with replication factor %d, not %d "
+                        "(progressTopicReplicationFactor applies when the sink creates the topic)",
+                        FORMAT, options.progress_topic, replicas, options.progress_topic_replication_factor)
     _checked.add(key)
 
 
@@ -259,10 +274,16 @@ def _probe_id(options: KafkaSinkOptions) -> str | None:
 
 def _create_progress_topic(options: KafkaSinkOptions, timeout: float) -> None:
     admin = AdminClient(options.client_settings())
-    future = admin.create_topics([NewTopic(options.progress_topic, 1)], request_timeout=timeout)[options.progress_topic]
+    replication = options.progress_topic_replication_factor or -1  # -1: the brokers' default
+    topic = NewTopic(options.progress_topic, 1, replication_factor=replication)
+    future = admin.create_topics([topic], request_timeout=timeout)[options.progress_topic]
     try:
         future.result()
     except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR:
+            reason = f"creating progressTopic '{options.progress_topic}' failed: {describe(exc.args[0])}"
+            raise OptionError(FORMAT, "progressTopicReplicationFactor", options.progress_topic_replication_factor,
+                              reason) from None
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise OptionError(FORMAT, "progressTopic", options.progress_topic,
                               f"the topic does not exist and creating it failed: {describe(exc.args[0])}") from None

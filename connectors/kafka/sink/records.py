@@ -79,6 +79,13 @@ class RecordLayout:
             raise OptionError(FORMAT, "topic", None, "no topic: set the option 'topic' or give the input a 'topic' column")
         return cls(topic, "topic" in fields, "key" in fields, "partition" in fields, "headers" in fields)
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The input columns the records are made of (a topic column only without the topic option)."""
+        used = {"key": self.has_key, "topic": self.has_topic and self.topic is None,
+                "partition": self.has_partition, "headers": self.has_headers}
+        return ("value", *(name for name, wanted in used.items() if wanted))
+
     def records(self, batch: pa.RecordBatch) -> Iterator[Record]:
         """The records of one Arrow batch, in order."""
         n = batch.num_rows

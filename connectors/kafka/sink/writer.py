@@ -13,7 +13,9 @@ Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink.r
   producer's own retries may duplicate records.
 
 Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
-``commit()`` only reports. Producers are kept in the Python worker between tasks
+``commit()`` only reports. Before an exactly-once query's first tasks, the driver aborts the
+transactions earlier runs left open and refuses to re-run a batch whose progress expired
+(:mod:`connectors.kafka.sink.recovery`). Producers are kept in the Python worker between tasks
 (``producerCacheSize``, see :mod:`connectors.kafka.sink.producer`).
 """
 
@@ -35,10 +37,11 @@ from pyspark.sql.types import StructType
 from connectors.core.commit import current_task
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
-from connectors.kafka.sink.exactly_once import WorkUnit, write_exactly_once
+from connectors.kafka.sink.exactly_once import SINK_RUN, WorkUnit, write_exactly_once
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
+from connectors.kafka.sink.recovery import on_query_start
 
 __all__ = ["writer", "stream_writer"]
 
@@ -58,6 +61,8 @@ def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkO
     config = KafkaSinkOptions.from_options(options)
     layout = RecordLayout.of(schema, config.topic)
     check_cluster(config)
+    if config.exactly_once:
+        on_query_start(config, options)
     return config, layout
 
 
@@ -86,8 +91,8 @@ class _KafkaWrite:
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         task = current_task()
         if self.config.exactly_once:
-            # Streams: the query id, stable across restarts; foreachBatch outside a query: none.
-            run = self.run if self.run is not None else task.query_id or ""
+            # Streams: the query id, stable across restarts; without one, the sink's prefix alone.
+            run = self.run if self.run is not None else task.query_id or SINK_RUN
             unit = WorkUnit(run, task.batch_id or 0, task.partition_id)
             records, skipped = write_exactly_once(self.config, self.layout, iterator, unit)
             return KafkaCommitMessage(task.partition_id, records, skipped)

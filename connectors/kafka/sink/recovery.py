@@ -1,0 +1,138 @@
+"""Exactly-once at query start, on the driver: end the transactions earlier runs left open, and
+refuse to re-run a batch whose progress Kafka dropped.
+
+**Lingering transactions.** A task killed mid-transaction (an executor lost, a query stopped,
+a driver killed) leaves its transaction open: ``read_committed`` consumers of the partitions it
+wrote wait until the id's next producer aborts it or ``transaction.timeout.ms`` passes. A Spark
+partition that runs again aborts its own at its first task, but a query restarted with fewer
+partitions, or never restarted, leaves ids nothing uses again. So when a query starts, before any
+of its tasks, :func:`abort_lingering` initializes every transactional id of the prefix that may
+exist (as Flink's KafkaSink does at start), in parallel: ``init_transactions()`` fences the id's
+last producer and aborts its open transaction. The ids that may exist are ``<prefix>-0`` up to
+the highest ``<prefix>-<p>`` with a progress group (every id that ever committed has one);
+confluent-kafka offers no call that lists the transaction coordinator's ids.
+``connectors abort-transactions`` does the same for a query that is gone.
+
+**Expired progress.** A progress group has no members, so Kafka drops its offsets the brokers'
+``offsets.retention.minutes`` (7 days by default) after its last commit, and a re-run batch would
+then be written again in full. The tasks of a batch commit within moments of each other, so once
+the progress of the batch being re-run has expired, no group of the prefix is left:
+:func:`check_replay` refuses to start when the checkpoint re-runs a batch N > 0 (planned more than
+:data:`RERUN_AGE_S` before: a new batch reaches the sink within seconds) and the prefix has no
+progress group.
+
+When a query starts is not something Spark tells a Python sink: its writer is created anew for
+every micro-batch, in a driver-side Python worker that lives as long as it is used. So
+:func:`on_query_start` runs when this process has not planned a batch of the sink for
+:data:`RESTART_GAP_S`: at the first batch of a query in a new application, after a restart in
+the same one a minute or more after its last batch, and before each batch of a query triggered
+less often (whose executors' Python workers, which keep the producers, have stopped meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from connectors.core.checkpoint import read_checkpoint
+from connectors.kafka import FORMAT
+from connectors.kafka.sink.exactly_once import transactional_id
+from connectors.kafka.sink.options import KafkaSinkOptions
+from connectors.kafka.sink.producer import KafkaSinkError, describe, producer_settings
+
+log = logging.getLogger(__name__)
+
+RESTART_GAP_S = 60.0  # as long as Spark keeps an idle Python worker
+RERUN_AGE_S = 60.0
+_PARALLEL = 16  # ids initialized at once: each is a producer with its own connections and threads
+_planned: dict[tuple, float] = {}  # (cluster, prefix) -> when this process last planned a batch of it
+
+
+def on_query_start(options: KafkaSinkOptions, spark_options: Mapping[str, str]) -> None:
+    """Before the tasks of a query's first batch: :func:`check_replay` when Spark passed the
+    checkpoint, then :func:`abort_lingering`. A no-op within :data:`RESTART_GAP_S` of the last call
+    for the same sink: it fences the producers the executors keep, so running it for every batch
+    would cost each task a new producer."""
+    key = (options.client_settings()["bootstrap.servers"], options.transactional_id_prefix)
+    now = time.monotonic()
+    last = _planned.get(key)
+    if last is not None and now - last < RESTART_GAP_S:
+        _planned[key] = now
+        return
+    groups = progress_partitions(options)
+    checkpoint = next((value for name, value in spark_options.items() if name.lower() == "checkpointlocation"), None)
+    if checkpoint:
+        check_replay(options, checkpoint, groups)
+    abort_lingering(options, groups)
+    _planned[key] = now
+
+
+def progress_partitions(options: KafkaSinkOptions) -> set[int]:
+    """The Spark partitions whose progress group ``<prefix>-<p>`` exists (has offsets)."""
+    prefix = options.transactional_id_prefix
+    pattern = re.compile(re.escape(f"{prefix}-") + r"(\d+)")
+    admin = AdminClient(options.client_settings())
+    future = admin.list_consumer_groups(request_timeout=options.request_timeout.total_seconds())
+    try:
+        listing = future.result()
+    except KafkaException as exc:
+        raise KafkaSinkError(f"listing the progress groups of transactionalIdPrefix '{prefix}' failed: "
+                             f"{describe(exc.args[0])}") from None
+    return {int(match.group(1)) for group in listing.valid if (match := pattern.fullmatch(group.group_id))}
+
+
+def check_replay(options: KafkaSinkOptions, checkpoint: str, groups: set[int]) -> None:
+    """Raise when the checkpoint re-runs a batch N > 0 and the prefix has no progress left."""
+    if groups:
+        return
+    try:
+        state = read_checkpoint(checkpoint)
+    except FileNotFoundError:
+        return  # a new query
+    except Exception as exc:  # a filesystem fsspec cannot reach: the guard is off, the query runs
+        log.warning("%s: cannot read the checkpoint %s (%s); not checking whether the progress of a re-run batch "
+                    "expired", FORMAT, checkpoint, exc)
+        return
+    pending = state.pending_batch
+    if not pending or state.planned_at_ms is None or time.time() - state.planned_at_ms / 1000 < RERUN_AGE_S:
+        return
+    prefix, topic = options.transactional_id_prefix, options.progress_topic
+    raise KafkaSinkError(
+        f"the checkpoint re-runs batch {pending}, but progressTopic '{topic}' holds no progress of "
+        f"transactionalIdPrefix '{prefix}' (no consumer group '{prefix}-<partition>'): Kafka dropped it (the "
+        "brokers' offsets.retention.minutes, 7 days by default, after the query stopped) or it was deleted, so the "
+        f"sink cannot tell which records of batch {pending} it committed before, and writing the batch again could "
+        f"duplicate them. If batch {pending}'s records are not in the topic, or duplicates are acceptable, delete "
+        f"{checkpoint.rstrip('/')}/offsets/{pending} (Spark plans the batch anew) and restart. Keep "
+        "offsets.retention.minutes above the longest stop of a query")
+
+
+def abort_lingering(options: KafkaSinkOptions, groups: set[int], partitions: int = 0) -> list[str]:
+    """Initialize the transactional ids ``<prefix>-0`` .. up to the highest of ``groups`` and
+    ``partitions - 1``, in parallel: each one's open transaction is aborted. Returns the ids."""
+    assert options.transactional_id_prefix is not None
+    count = max(partitions, max(groups, default=-1) + 1)
+    ids = [transactional_id(options.transactional_id_prefix, p) for p in range(count)]
+    if ids:
+        with ThreadPoolExecutor(min(_PARALLEL, len(ids))) as pool:
+            list(pool.map(lambda txn_id: _fence(options, txn_id), ids))
+        log.info("%s: initialized transactional ids %s .. %s: transactions earlier runs left open are aborted",
+                 FORMAT, ids[0], ids[-1])
+    return ids
+
+
+def _fence(options: KafkaSinkOptions, txn_id: str) -> None:
+    producer = Producer(producer_settings(options, txn_id))
+    try:
+        producer.init_transactions(options.request_timeout.total_seconds())
+    except KafkaException as exc:
+        raise KafkaSinkError(f"aborting the open transaction of transactional id '{txn_id}' failed: "
+                             f"{describe(exc.args[0])}") from None
+    finally:
+        producer.close()
