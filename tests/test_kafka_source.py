@@ -141,6 +141,8 @@ BAD_OPTIONS = [
     ({"subscribe": "a", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "must not exceed maxOffsetsPerTrigger"),
     ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "expected one of error, latest"),
     ({"subscribe": "a", "failOnDataLos": "false"}, "unknown option; did you mean 'failOnDataLoss'?"),
+    ({"subscribe": "a", "maxBytesPerBatch": "lots"}, "option 'maxBytesPerBatch' = 'lots': expected a size"),
+    ({"subscribe": "a", "maxBytesPerBatch": "2g"}, "option 'maxBytesPerBatch' = 2147483648: must be at most 1g"),
 ]
 
 
@@ -455,6 +457,16 @@ def test_data_loss_while_a_task_reads(kafka_bootstrap, admin, topic):
         list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
     batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
     assert [v.decode() for b in batches for v in b.column("value").to_pylist()] == [f"v{i}" for i in range(15, 20)]
+
+
+def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):
+    name = topic(1)
+    produce(kafka_bootstrap, name, [bytes(100_000)] * 20, key=b"k" * 1000)
+    reader = RangeReader(options(kafka_bootstrap, subscribe=name, maxBytesPerBatch="250k"), OffsetRange(name, 0, 0, 20))
+    batches = list(reader)
+    # a batch is handed over as soon as it holds 250 KiB: 3 records of 101 kB
+    assert [batch.num_rows for batch in batches] == [3] * 6 + [2]
+    assert [batch.column("offset").to_pylist() for batch in batches][-1] == [18, 19]
 
 
 def test_range_past_the_end_of_a_recreated_topic(kafka_bootstrap, topic):
