@@ -374,7 +374,7 @@ def test_date_time_pattern_and_directory_values():
         ({"bucketAssigner": "column"}, "option 'bucketAssigner' = 'column': column needs the option bucketColumn"),
         ({"bucketFormat": "yyyy-QQ"}, "option 'bucketFormat' = 'yyyy-QQ': unsupported pattern letter 'Q'"),
         ({"bucketTimeZone": "Mars/Base"}, "option 'bucketTimeZone' = 'Mars/Base': unknown time zone"),
-        ({"partsize": "1MB", "partSizes": "2"}, "option 'partSizes' = '2': unknown option; did you mean 'partSize'?"),
+        ({"partsize": "1MB", "partSizes": "2"}, "option 'partSizes': unknown option; did you mean 'partSize'?"),
         ({"storageOptions": "{not json"}, "option 'storageOptions' = '***': expected a JSON object"),
         ({"fileFormat": "csv", "sep": "||"}, "option 'sep' = '||': expected a single character"),
         ({"fileFormat": "csv", "delimiter": ""}, "option 'delimiter' = '': expected a single character"),

@@ -92,7 +92,7 @@ def test_explicit_register_works(spark):
         ({"start": "5", "end": "4"}, "option 'end' = 4: must be >= start (5)"),
         ({"end": "4", "numPartitions": "0"}, "option 'numPartitions' = '0': must be greater than 0"),
         ({"end": "4", "rowsPerBatch": "-1"}, "option 'rowsPerBatch' = '-1': must be greater than 0"),
-        ({"end": "4", "numPartition": "2"}, "option 'numPartition' = '2': unknown option; did you mean 'numPartitions'?"),
+        ({"end": "4", "numPartition": "2"}, "option 'numPartition': unknown option; did you mean 'numPartitions'?"),
     ],
 )
 def test_bad_options_fail_at_query_start(spark, options, message):

@@ -89,7 +89,10 @@ def connect(options: JdbcConnectionOptions):
     """A psycopg2 connection in UTC, so timestamps land the same through COPY and INSERT."""
     import psycopg2
 
-    connection = psycopg2.connect(**options.connect_kwargs())
+    try:
+        connection = psycopg2.connect(**options.connect_kwargs())
+    except psycopg2.Error as exc:
+        raise options.scrubbed(exc) from None
     with connection.cursor() as cursor:
         cursor.execute("SET TIME ZONE 'UTC'")
     connection.commit()
