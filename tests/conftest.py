@@ -88,4 +88,36 @@ def s3_server():
     server.stop()
 
 
+@pytest.fixture
+def batch_partitions():
+    """Run a stream to its end (AvailableNow) through foreachBatch and return each batch's rows
+    by source partition: ``{batch id: {partition: [first column's values in read order]}}``.
+    ``fail_at``: that batch fails after being recorded, so it is planned and never committed
+    (Spark replays it when the query restarts)."""
+    from pyspark.errors.exceptions.captured import StreamingQueryException
+    from pyspark.sql.functions import spark_partition_id
+
+    def run(df, checkpoint: str, fail_at: int | None = None) -> dict[int, dict[int, list]]:
+        batches: dict[int, dict[int, list]] = {}
+
+        def record(batch, batch_id: int) -> None:
+            parts: dict[int, list] = {}
+            for row in batch.select(spark_partition_id(), df.columns[0]).collect():
+                parts.setdefault(row[0], []).append(row[1])
+            batches[batch_id] = parts
+            if batch_id == fail_at:
+                raise RuntimeError(f"batch {batch_id} stopped before its commit")
+
+        query = df.writeStream.foreachBatch(record).option("checkpointLocation", checkpoint)
+        query = query.trigger(availableNow=True).start()
+        if fail_at is None:
+            query.awaitTermination(180)
+        else:
+            with pytest.raises(StreamingQueryException, match=f"batch {fail_at} stopped before its commit"):
+                query.awaitTermination(180)
+        return batches
+
+    return run
+
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

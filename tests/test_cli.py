@@ -16,14 +16,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def test_offsets_of_a_checkpoint(spark, tmp_path):
     checkpoint = tmp_path / "cp"
     (
-        spark.readStream.format("connectors.numbers").option("end", 99).option("rowsPerBatch", 40).load()
+        spark.readStream.format("connectors.numbers").option("end", 99).option("rowsPerBatch", 40)
+        .option("numPartitions", 3).load()
         .writeStream.format("noop").option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True).start().awaitTermination(120)
     )
     result = run_cli("offsets", str(checkpoint))
     assert result.returncode == 0, result.stderr
     assert "last committed:  batch 2" in result.stdout
-    assert 'source 0:        {"next": 100}' in result.stdout
+    assert 'source 0:        {"next": 100, "numPartitions": 3}' in result.stdout
 
 
 def test_offsets_of_a_non_checkpoint_is_a_clear_error(tmp_path):

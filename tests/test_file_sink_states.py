@@ -17,7 +17,8 @@ from connectors.files.sink import exactly_once, task_writer
 from connectors.files.sink.buckets import directory_value, strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
 from connectors.files.sink.options import FileSinkOptions
-from connectors.files.sink.state import STATE_DIR, StateLog
+from connectors.files.sink.part_files import publish
+from connectors.files.sink.state import STATE_DIR, Part, Piece, StateLog
 from connectors.files.sink.storage import Storage
 from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, TaskWriter
 from connectors.tools.file_sink import finish
@@ -261,6 +262,67 @@ def test_compaction_interrupted_after_the_commit_point_is_redone(tmp_path, clock
     assert hidden(tmp_path) == []  # sources and the dead target deleted after the publication
 
 
+MB = 1 << 20
+
+
+@pytest.fixture
+def s3_storage(s3_server, unique) -> Storage:
+    """The sink's storage on the local S3 server, uploading parts of 5 MB (S3's smallest)."""
+    return Storage(s3_server.create_bucket(unique), {**s3_server.storage_options(), "default_block_size": 5 * MB})
+
+
+def two_piece_part(storage: Storage, first: bytes, second: bytes) -> Part:
+    for name, data in ((".a.inprogress.1", first), (".a.inprogress.2", second)):
+        storage.write_atomically(name, data)
+    return Part("part-a", (Piece(".a.inprogress.1", 0, len(first)), Piece(".a.inprogress.2", 0, len(second))), 0, 0)
+
+
+def test_object_store_concatenation_failing_midway_publishes_nothing(s3_storage, monkeypatch):
+    first, second = os.urandom(6 * MB), os.urandom(3 * MB)
+    part = two_piece_part(s3_storage, first, second)
+    fs, real_open = s3_storage.fs, s3_storage.fs.open
+    resets = [ConnectionResetError("connection reset by peer")]
+
+    def open_second_failing_once(path, mode="rb", **kwargs):
+        handle = real_open(path, mode, **kwargs)
+        if mode == "rb" and path.endswith(".a.inprogress.2") and resets:
+
+            def read(*args):
+                raise resets.pop()
+
+            handle.read = read
+        return handle
+
+    monkeypatch.setattr(fs, "open", open_second_failing_once)
+    with pytest.raises(ConnectionResetError):
+        publish(s3_storage, part, rename=False)  # fails after a 5 MB part of the upload went up
+    assert not s3_storage.exists(part.final)
+    assert fs.list_multipart_uploads(s3_storage.abs("")) == []  # aborted, not left to cost storage
+    publish(s3_storage, part, rename=False)  # what the replay of the commit does
+    assert fs.cat_file(s3_storage.abs(part.final)) == first + second
+
+
+def test_object_store_file_of_another_size_is_published_again(s3_storage):
+    first, second = b"a" * 10, b"b" * 10
+    part = two_piece_part(s3_storage, first, second)
+    s3_storage.write_atomically(part.final, first)  # a short file an earlier version published
+    publish(s3_storage, part, rename=False)
+    assert s3_storage.fs.cat_file(s3_storage.abs(part.final)) == first + second
+    s3_storage.write_atomically(part.final, first)
+    for piece in part.pieces:
+        s3_storage.delete(piece.path)
+    with pytest.raises(OSError, match="part-a holds 10 bytes, not the 20 committed, and its pieces are gone"):
+        publish(s3_storage, part, rename=False)
+
+
+def test_object_store_piece_shorter_than_committed_publishes_nothing(s3_storage):
+    part = two_piece_part(s3_storage, b"a" * 10, b"b" * 10)
+    s3_storage.write_atomically(".a.inprogress.2", b"b" * 4)
+    with pytest.raises(OSError, match=r"\.a\.inprogress\.2 is shorter than its committed length"):
+        publish(s3_storage, part, rename=False)
+    assert not s3_storage.exists(part.final)
+
+
 def test_listener_roll_while_a_task_appends_keeps_the_header(tmp_path, clock):
     p = csv_plan(tmp_path, rolloverInterval="10s")
     commit_batch(p, [write(p, 0, 0, csv_rows((1, "a")))], 0)
@@ -312,7 +374,7 @@ def test_date_time_pattern_and_directory_values():
         ({"bucketAssigner": "column"}, "option 'bucketAssigner' = 'column': column needs the option bucketColumn"),
         ({"bucketFormat": "yyyy-QQ"}, "option 'bucketFormat' = 'yyyy-QQ': unsupported pattern letter 'Q'"),
         ({"bucketTimeZone": "Mars/Base"}, "option 'bucketTimeZone' = 'Mars/Base': unknown time zone"),
-        ({"partsize": "1MB", "partSizes": "2"}, "option 'partSizes' = '2': unknown option; did you mean 'partSize'?"),
+        ({"partsize": "1MB", "partSizes": "2"}, "option 'partSizes': unknown option; did you mean 'partSize'?"),
         ({"storageOptions": "{not json"}, "option 'storageOptions' = '***': expected a JSON object"),
         ({"fileFormat": "csv", "sep": "||"}, "option 'sep' = '||': expected a single character"),
         ({"fileFormat": "csv", "delimiter": ""}, "option 'delimiter' = '': expected a single character"),

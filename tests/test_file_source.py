@@ -116,6 +116,27 @@ def test_admission_limits_and_available_now(spark, tmp_path, unique):
     assert sorted(r.id for r in spark.table(unique).collect()) == list(range(70))
 
 
+def test_replayed_batch_keeps_its_partitions_when_the_split_changes(spark, tmp_path, batch_partitions):
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in range(12):  # files of one size: the order they are dealt in decides their task
+        land(src, f"{n:02}.json", json_lines(range(100 + n * 10, 110 + n * 10), f"{n:02}"))
+        os.utime(src / f"{n:02}.json", (1_700_000_000 + n, 1_700_000_000 + n))
+
+    def stream(**options):
+        options = {"fileFormat": "json", "maxFilesPerTrigger": "4", "latestFirst": "true", **options}
+        return spark.readStream.format("connectors.files").schema(SCHEMA).options(**options).load(str(src))
+
+    checkpoint = str(tmp_path / "cp")
+    # tasks of at most 100 bytes: each 260-byte file is cut in 3, whatever the cores
+    first = batch_partitions(stream(maxPartitionBytes="100"), checkpoint, fail_at=1)
+    assert len(first[1]) == 12 and sorted(sum(first[1].values(), [])) == list(range(140, 180))
+    # restarted with tasks of at most 4 MiB (a file costs 4 MiB to open): one file each
+    after = batch_partitions(stream(maxPartitionBytes="4m"), checkpoint)
+    assert after[1] == first[1]  # the replay: the rows of the first run's partitions
+    assert len(after[2]) == 4 and sorted(sum(after[2].values(), [])) == list(range(100, 140))
+
+
 @pytest.mark.parametrize("clean", ["archive", "delete"])
 def test_clean_source_after_commit(spark, tmp_path, unique, clean):
     src, archive = tmp_path / "in", tmp_path / "archive"

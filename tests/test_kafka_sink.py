@@ -133,7 +133,7 @@ B = {"kafka.bootstrap.servers": "localhost:9092"}
          "option 'kafka.enable.idempotence' = 'false': must be true with deliveryGuarantee exactly-once"),
         ({**B, "kafka.transactional.id": "x"}, "set the option 'transactionalIdPrefix' instead"),
         ({**B, "kafka.sasl.jaas.config": "x"}, "is a Java client property; use kafka.sasl.username"),
-        ({**B, "topik": "t"}, "option 'topik' = 't': unknown option; did you mean 'topic'?"),
+        ({**B, "topik": "t"}, "option 'topik': unknown option; did you mean 'topic'?"),
         ({**B, "topic": "a b"}, "option 'topic' = 'a b': expected a Kafka topic name"),
         ({**B, "requestTimeout": "soon"}, "option 'requestTimeout' = 'soon': expected a duration"),
         ({**B, "producerCacheSize": "-1"}, "option 'producerCacheSize' = '-1': must not be negative"),

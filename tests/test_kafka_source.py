@@ -19,9 +19,11 @@ from connectors.core.options import OptionError
 from connectors.kafka.source.offsets import (
     DataLossError,
     OffsetRange,
+    from_json,
     plan,
     rate_limit,
     split,
+    to_json,
 )
 from connectors.kafka.source.options import KafkaSourceOptions
 from connectors.kafka.source.reader import KafkaStreamReader
@@ -139,6 +141,8 @@ BAD_OPTIONS = [
     ({"subscribe": "a", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "must not exceed maxOffsetsPerTrigger"),
     ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "expected one of error, latest"),
     ({"subscribe": "a", "failOnDataLos": "false"}, "unknown option; did you mean 'failOnDataLoss'?"),
+    ({"subscribe": "a", "maxBytesPerBatch": "lots"}, "option 'maxBytesPerBatch' = 'lots': expected a size"),
+    ({"subscribe": "a", "maxBytesPerBatch": "2g"}, "option 'maxBytesPerBatch' = 2147483648: must be at most 1g"),
 ]
 
 
@@ -279,6 +283,34 @@ def test_stream_starts_at_latest_and_restart_resumes_from_checkpoint(spark, kafk
     assert written("1") == ["y"]
 
 
+def test_replayed_batch_keeps_its_partitions_when_the_split_changes(spark, kafka_bootstrap, topic, tmp_path,
+                                                                    batch_partitions):
+    name = topic(1)
+    produce(kafka_bootstrap, name, [str(i) for i in range(30)])
+
+    def stream(**options):
+        options = {"subscribe": name, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "10", **options}
+        return source(spark, kafka_bootstrap, True, **options).select("offset")
+
+    checkpoint = str(tmp_path / "cp")
+    first = batch_partitions(stream(minPartitions="2"), checkpoint, fail_at=1)
+    assert first[1] == {0: list(range(10, 15)), 1: list(range(15, 20))}
+    after = batch_partitions(stream(minPartitions="3"), checkpoint)  # restarted with another split
+    assert after[1] == first[1]  # the replay: the rows of the first run's partitions
+    assert after[2] == {0: list(range(20, 23)), 1: list(range(23, 26)), 2: list(range(26, 30))}  # a new batch
+
+
+def test_replayed_first_batch_starts_where_it_first_did(spark, kafka_bootstrap, topic, tmp_path, batch_partitions):
+    name = topic(1)
+    produce(kafka_bootstrap, name, ["old"] * 5)
+    df = source(spark, kafka_bootstrap, True, subscribe=name).select("offset")  # from latest: offset 5
+    checkpoint = str(tmp_path / "cp")
+    assert batch_partitions(df, checkpoint, fail_at=0) == {0: {}}  # Spark runs a first batch, even empty
+    produce(kafka_bootstrap, name, ["new"] * 5)
+    # Spark asks initialOffset() again to replay a first batch: "latest" is 10 by now, past its end
+    assert batch_partitions(df, checkpoint) == {0: {}, 1: {0: [5, 6, 7, 8, 9]}}
+
+
 def test_available_now_with_max_offsets_per_trigger(spark, kafka_bootstrap, topic, tmp_path):
     name = topic(3)
     for partition in range(3):
@@ -292,23 +324,28 @@ def test_available_now_with_max_offsets_per_trigger(spark, kafka_bootstrap, topi
     assert spark.table("capped").select("partition", "offset").distinct().count() == 300
 
 
+def topics(offset: dict) -> dict:
+    """An offset's topics (without the split and start of its batch)."""
+    return to_json(from_json(offset))
+
+
 def test_min_offsets_per_trigger_waits_until_enough_or_max_delay(kafka_bootstrap, topic):
     name = topic(1)
     reader = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, minOffsetsPerTrigger="5",
                                        maxTriggerDelay="2s", **{"fetchOffset.minIntervalMs": "0"}))
     start = reader.initialOffset()
     limit = reader.getDefaultReadLimit()
-    assert reader.latestOffset(start, limit) == start  # the very first trigger always runs (Spark's rule)
+    assert topics(reader.latestOffset(start, limit)) == start  # the very first trigger always runs (Spark's rule)
     produce(kafka_bootstrap, name, ["a", "b"])
-    assert reader.latestOffset(start, limit) == start  # 2 < 5, delay not yet over
+    assert topics(reader.latestOffset(start, limit)) == start  # 2 < 5, delay not yet over
     produce(kafka_bootstrap, name, ["c", "d", "e"])
-    assert reader.latestOffset(start, limit) == {name: {"0": 5}}  # enough
+    after = reader.latestOffset(start, limit)
+    assert topics(after) == {name: {"0": 5}}  # enough
     produce(kafka_bootstrap, name, ["f"])
-    after = {name: {"0": 5}}
     assert reader.latestOffset(after, limit) == after
     delayed = wait_for(lambda: (end := reader.latestOffset(after, limit)) != after and end, timeout=10,
                        what="maxTriggerDelay")
-    assert delayed == {name: {"0": 6}}
+    assert topics(delayed) == {name: {"0": 6}}
     reader.stop()
 
 
@@ -316,11 +353,11 @@ def test_latest_offsets_are_throttled(kafka_bootstrap, topic):
     name = topic(1)
     reader = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, **{"fetchOffset.minIntervalMs": "1h"}))
     start = reader.initialOffset()
-    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+    assert topics(reader.latestOffset(start, reader.getDefaultReadLimit())) == start
     produce(kafka_bootstrap, name, ["a"])
-    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # the cached answer
+    assert topics(reader.latestOffset(start, reader.getDefaultReadLimit())) == start  # the cached answer
     reader.prepareForTriggerAvailableNow()  # always fresh
-    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {name: {"0": 1}}
+    assert topics(reader.latestOffset(start, reader.getDefaultReadLimit())) == {name: {"0": 1}}
     reader.stop()
 
 
@@ -420,6 +457,16 @@ def test_data_loss_while_a_task_reads(kafka_bootstrap, admin, topic):
         list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
     batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
     assert [v.decode() for b in batches for v in b.column("value").to_pylist()] == [f"v{i}" for i in range(15, 20)]
+
+
+def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):
+    name = topic(1)
+    produce(kafka_bootstrap, name, [bytes(100_000)] * 20, key=b"k" * 1000)
+    reader = RangeReader(options(kafka_bootstrap, subscribe=name, maxBytesPerBatch="250k"), OffsetRange(name, 0, 0, 20))
+    batches = list(reader)
+    # a batch is handed over as soon as it holds 250 KiB: 3 records of 101 kB
+    assert [batch.num_rows for batch in batches] == [3] * 6 + [2]
+    assert [batch.column("offset").to_pylist() for batch in batches][-1] == [18, 19]
 
 
 def test_range_past_the_end_of_a_recreated_topic(kafka_bootstrap, topic):

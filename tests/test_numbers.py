@@ -52,6 +52,19 @@ def test_streaming_rows_per_batch_and_available_now(spark, tmp_path):
     assert json.loads(query.lastProgress["sources"][0]["latestOffset"]) == {"next": 250}
 
 
+def test_replayed_batch_keeps_its_partitions_when_num_partitions_changes(spark, tmp_path, batch_partitions):
+    def stream(partitions: int):
+        options = {"end": "29", "rowsPerBatch": "10", "numPartitions": str(partitions)}
+        return spark.readStream.format("connectors.numbers").options(**options).load()
+
+    checkpoint = str(tmp_path / "cp")
+    first = batch_partitions(stream(2), checkpoint, fail_at=1)
+    assert first[1] == {0: list(range(10, 15)), 1: list(range(15, 20))}
+    after = batch_partitions(stream(3), checkpoint)  # restarted with another numPartitions
+    assert after[1] == first[1]  # the replay: the rows of the first run's partitions
+    assert after[2] == {0: list(range(20, 24)), 1: list(range(24, 27)), 2: list(range(27, 30))}  # a new batch
+
+
 def test_restart_resumes_from_checkpoint(spark, tmp_path):
     out, cp = tmp_path / "out", str(tmp_path / "cp")
     for end in (99, 199):  # the second run continues where the first stopped
@@ -79,7 +92,7 @@ def test_explicit_register_works(spark):
         ({"start": "5", "end": "4"}, "option 'end' = 4: must be >= start (5)"),
         ({"end": "4", "numPartitions": "0"}, "option 'numPartitions' = '0': must be greater than 0"),
         ({"end": "4", "rowsPerBatch": "-1"}, "option 'rowsPerBatch' = '-1': must be greater than 0"),
-        ({"end": "4", "numPartition": "2"}, "option 'numPartition' = '2': unknown option; did you mean 'numPartitions'?"),
+        ({"end": "4", "numPartition": "2"}, "option 'numPartition': unknown option; did you mean 'numPartitions'?"),
     ],
 )
 def test_bad_options_fail_at_query_start(spark, options, message):

@@ -26,13 +26,53 @@ T = TypeVar("T")
 _REQUIRED = object()
 
 
+# Words in an option name (ours, or a client setting passed through such as kafka.sasl.password)
+# that mark its value as a secret.
+_SECRET_NAME = re.compile(r"pass|secret|credential|token|jaas|auth|private|key\.pem|keystore|storageoption", re.I)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an option called ``name`` may hold a secret (its value is then never shown)."""
+    return bool(_SECRET_NAME.search(name))
+
+
 class OptionError(ValueError):
-    """A bad option value or name. Raised when the query starts, before any task runs."""
+    """A bad option value or name. Raised when the query starts, before any task runs.
+
+    The value is shown unless it is None, ``secret`` or the option's name looks secret."""
 
     def __init__(self, source: str, option: str, value: object, reason: str, secret: bool = False):
-        shown = "" if value is None else " = '***'" if secret else f" = {value!r}"
+        hidden = secret or is_secret_name(option)
+        shown = "" if value is None else " = '***'" if hidden else f" = {value!r}"
         super().__init__(f"{source}: option '{option}'{shown}: {reason}")
         self.source, self.option, self.reason = source, option, reason
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each secret replaced by ``***``, and in each double-quoted token, each piece
+    of one 4 characters or longer: clients quote the part of a setting where their parsing failed
+    (libpq: ``could not translate host name "<end of a password>@host"``)."""
+    ordered = sorted({s for s in secrets if s}, key=len, reverse=True)
+    for secret in ordered:
+        text = text.replace(secret, "***")
+    return re.sub(r'"([^"]*)"', lambda quoted: f'"{_mask_pieces(quoted.group(1), ordered)}"', text)
+
+
+def _mask_pieces(token: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        shortest, out, i = min(4, len(secret)), [], 0
+        while i < len(token):
+            j = i
+            while j < len(token) and token[i : j + 1] in secret:
+                j += 1
+            if j - i >= shortest:
+                out.append("***")
+                i = j
+            else:
+                out.append(token[i])
+                i += 1
+        token = "".join(out)
+    return token
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,7 +260,8 @@ class Options:
                 if close
                 else f"known options: {', '.join(names)}"
             )
-            raise OptionError(cls.source_name, original, value, f"unknown option; {hint}")
+            # Never the value: an unknown name may be a misspelt secret (pasword, storageOption).
+            raise OptionError(cls.source_name, original, None, f"unknown option; {hint}")
         for f in dataclasses.fields(cls):
             required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
             if f.name in specs and required and f.name not in kwargs:

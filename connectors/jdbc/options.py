@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from connectors.core.guarantees import DeliveryGuarantee, parse_guarantee
 from connectors.core.options import (
     OptionError,
     Options,
     choice,
+    is_secret_name,
     non_negative,
     option,
     parse_duration,
@@ -26,6 +28,7 @@ from connectors.core.options import (
     parse_list,
     parse_size,
     positive,
+    scrub,
 )
 from connectors.jdbc import FORMAT
 
@@ -52,15 +55,21 @@ class JdbcUrl(str):
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password (user info or ``password=`` parameter) replaced by ``***``."""
-    scheme, netloc, path, query, fragment = urlsplit(url.removeprefix("jdbc:"))
-    if "@" in netloc:
-        userinfo, _, hosts = netloc.rpartition("@")
-        if ":" in userinfo:
-            netloc = f"{userinfo.partition(':')[0]}:***@{hosts}"
-    params = [(k, "***" if k.lower() in ("password", "sslpassword") else v) for k, v in parse_qsl(query)]
-    prefix = "jdbc:" if url.startswith("jdbc:") else ""
-    return prefix + urlunsplit((scheme, netloc, path, urlencode(params, safe="*/:"), fragment))
+    """``url`` with every password it may hold (:func:`url_passwords`) replaced by ``***``."""
+    url = str(url)  # a plain str: the repr of a JdbcUrl calls this
+    for password in sorted(url_passwords(url), key=len, reverse=True):
+        url = url.replace(password, "***")
+    return url
+
+
+def url_passwords(url: str) -> set[str]:
+    """Every password ``url`` may hold, as written and percent-decoded: the user info's (up to
+    the last '@' of the host part and, should the password hold a '/', of the whole URL) and the
+    ``password``/``sslpassword`` parameters."""
+    rest = url.partition("://")[2]
+    found = {info.partition(":")[2] for info in (rest.partition("/")[0].rpartition("@")[0], rest.rpartition("@")[0])}
+    found.update(re.findall(r"(?:^|[?&])(?:ssl)?password=([^&#]*)", url.partition("?")[2], re.IGNORECASE))
+    return {text for password in found if password for text in (password, unquote(password))}
 
 
 def parse_url(text: str) -> JdbcUrl:
@@ -168,6 +177,13 @@ class JdbcConnectionOptions(Options):
         lock_ms, query_ms = round(self.lock_timeout.total_seconds() * 1000), self.query_timeout * 1000
         return {"TimeZone": "UTC", "lock_timeout": f"{lock_ms}ms", "statement_timeout": f"{query_ms}ms",
                 "idle_in_transaction_session_timeout": f"{query_ms}ms"}  # fmt: skip
+
+    def scrubbed(self, exc: Exception) -> Exception:
+        """``exc``, a client error, as the same type without these settings' passwords (libpq quotes
+        parts of a URL it cannot parse)."""
+        secrets = [*url_passwords(self.url), self.password or ""]
+        secrets += [value for key, value in self.extra.items() if is_secret_name(key)]  # sslpassword
+        return type(exc)(scrub(str(exc), secrets))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

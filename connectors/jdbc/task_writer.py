@@ -98,7 +98,10 @@ def connect(options: JdbcConnectionOptions):
     """A psycopg2 connection with the options' session settings (UTC, the timeouts)."""
     import psycopg2
 
-    connection = psycopg2.connect(**options.connect_kwargs())
+    try:
+        connection = psycopg2.connect(**options.connect_kwargs())
+    except psycopg2.Error as exc:
+        raise options.scrubbed(exc) from None
     settings = options.session_settings()
     with connection.cursor() as cursor:
         calls = ", ".join(["set_config(%s, %s, false)"] * len(settings))

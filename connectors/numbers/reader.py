@@ -2,9 +2,12 @@
 
 Batch: the range ``start..end`` is split into ``numPartitions`` contiguous sub-sequences (the
 first ``count % p`` one longer), each produced in order, so one partition gives one ordered
-sequence. Streaming: the offset ``{"next": n}`` is the next number to emit; each micro-batch
-covers ``[start.next, end.next)`` (at most ``rowsPerBatch`` numbers) split the same way, so a
-restart from the checkpoint resumes at the exact next number.
+sequence. Streaming: the offset ``{"next": n, "numPartitions": p}`` is the next number to emit
+and the split of the batch ending there; each micro-batch covers ``[start.next, end.next)`` (at
+most ``rowsPerBatch`` numbers) split into the end offset's ``p`` ranges, so a restart from the
+checkpoint resumes at the exact next number and replays a batch with the partitions of its first
+run, whatever ``numPartitions`` or the host's cores are now (an offset of an older version
+without ``numPartitions`` is split as the options say).
 """
 
 from __future__ import annotations
@@ -97,8 +100,11 @@ class NumberSequenceStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def __init__(self, config: NumberSequenceOptions):
         self.config = config
 
+    def _offset(self, next_number: int) -> dict:
+        return {"next": next_number, "numPartitions": self.config.num_partitions or default_parallelism()}
+
     def initialOffset(self) -> dict:
-        return {"next": self.config.start}
+        return self._offset(self.config.start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.config.rows_per_batch
@@ -108,7 +114,9 @@ class NumberSequenceStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         end = self.config.end + 1  # the sequence is bounded: nothing past `end` ever appears
         if isinstance(limit, ReadMaxRows):
             end = min(end, start["next"] + limit.max_rows)
-        return {"next": max(start["next"], end)}
+        if end <= start["next"]:
+            return start  # no new batch, even if the split options changed
+        return self._offset(end)
 
     def reportLatestOffset(self) -> dict:
         return {"next": self.config.end + 1}
@@ -118,7 +126,8 @@ class NumberSequenceStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         pass
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return split(start["next"], end["next"] - 1, self.config.num_partitions or default_parallelism())
+        parts = end.get("numPartitions") or self.config.num_partitions or default_parallelism()
+        return split(start["next"], end["next"] - 1, parts)
 
     def read(self, partition: NumberRange) -> Iterator[pa.RecordBatch]:
         return read_range(partition)

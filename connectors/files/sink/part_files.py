@@ -6,7 +6,7 @@ next to it. Readers that skip hidden files (Spark, pyarrow, pandas, Hadoop) neve
 
 Publishing (:func:`publish`) renames the only piece, or concatenates the pieces' committed byte
 ranges; both are atomic through :mod:`connectors.files.sink.storage` and idempotent: once the
-final file exists, publishing again does nothing.
+final file exists with the part's size, publishing again does nothing.
 """
 
 from __future__ import annotations
@@ -42,8 +42,15 @@ def publish(storage: Storage, part: Part, rename: bool) -> None:
     appending to it (the batch commit, or a stopped query); otherwise its range is copied.
     """
     pieces = [piece for piece in part.pieces if piece.size > 0]
-    if not pieces or storage.exists(part.final):
+    if not pieces:
         return
+    # The size, not mere existence: a file of another size is a publication gone wrong (a short
+    # concatenation completed by an earlier version), written again from the pieces.
+    size = storage.size_if_exists(part.final)
+    if size == part.size:
+        return
+    if size is not None and not all(storage.exists(piece.path) for piece in pieces):
+        raise OSError(f"{part.final} holds {size} bytes, not the {part.size} committed, and its pieces are gone")
     only = pieces[0]
     movable = rename or not storage.local  # objects are immutable: nobody appends to them
     if movable and len(pieces) == 1 and only.start == 0 and storage.size(only.path) == only.end:

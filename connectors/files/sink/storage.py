@@ -2,8 +2,9 @@
 
 Every write that must appear whole goes through here: a state version (one PUT, or a temporary
 file renamed into place), a concatenation of byte ranges (a multipart upload completed only when
-every byte was copied, or a hidden ``.finishing.`` file renamed into place), a rename (a
-server-side copy on object stores). Local in-progress files can be appended to under a lock.
+every byte was copied and aborted on any error, or a hidden ``.finishing.`` file renamed into
+place), a rename (a server-side copy on object stores). Local in-progress files can be appended
+to under a lock.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import posixpath
 import uuid
 from collections.abc import Iterable
 from typing import BinaryIO
+
+from fsspec.spec import AbstractBufferedFile
 
 from connectors.core.filesystem import filesystem, is_local
 
@@ -67,6 +70,13 @@ class Storage:
 
     def size(self, rel: str) -> int:
         return self.fs.size(self._fresh(rel))
+
+    def size_if_exists(self, rel: str) -> int | None:
+        """The size of ``rel``, None if it does not exist (one request, like :meth:`exists`)."""
+        try:
+            return self.size(rel)
+        except FileNotFoundError:
+            return None
 
     def _list(self, rel: str, kind: str) -> list[str]:
         path = self._fresh(rel)
@@ -167,18 +177,33 @@ class Storage:
                 os.fsync(out.fileno())
             os.rename(temp, path)
             return
-        with self.fs.open(path, "wb") as out:  # a multipart upload, completed at close
+        # autocommit off: the multipart upload completes at commit() only, and an error aborts it
+        # (fsspec's __exit__ would complete it, publishing a short file)
+        out = self.fs.open(path, "wb", autocommit=False)
+        try:
             for piece, start, length in ranges:
                 with self.fs.open(self.abs(piece), "rb") as source:
                     source.seek(start)
-                    _copy(source, out, length)
+                    _copy(source, out, length, piece)
+            out.close()
+            out.commit()
+        except BaseException:
+            _discard(out)
+            raise
+
+
+def _discard(out: BinaryIO) -> None:
+    """Abandon a write opened with autocommit off: nothing appears at its path."""
+    out.discard()
+    if isinstance(out, AbstractBufferedFile):
+        out.closed = True  # closing a discarded file (even at garbage collection) would upload
 
 
 def _copy_local(source: BinaryIO, out: BinaryIO, start: int, length: int) -> None:
     """Copy ``length`` bytes from ``start`` in the kernel (copy_file_range, Linux) where it can."""
     if not hasattr(os, "copy_file_range"):
         source.seek(start)
-        _copy(source, out, length)
+        _copy(source, out, length, source.name)
         return
     offset = start
     while length > 0:
@@ -189,10 +214,10 @@ def _copy_local(source: BinaryIO, out: BinaryIO, start: int, length: int) -> Non
         length -= copied
 
 
-def _copy(source: BinaryIO, out: BinaryIO, length: int) -> None:
+def _copy(source: BinaryIO, out: BinaryIO, length: int, name: str) -> None:
     while length > 0:
         chunk = source.read(min(length, _COPY_CHUNK))
         if not chunk:
-            raise OSError(f"{getattr(source, 'path', source.name)} is shorter than its committed length")
+            raise OSError(f"{name} is shorter than its committed length")
         out.write(chunk)
         length -= len(chunk)

@@ -6,7 +6,9 @@ log under the checkpoint. Here the offset is a modification-time watermark plus 
 - ``watermark``: the newest modification time (ms) of any admitted file;
 - ``seen``: an 8-byte digest of the path of every admitted file whose modification time lies
   within ``allowedLateness`` of the watermark, stored compactly (zlib + base64);
-- ``lateFiles``: how many files this query skipped as too late.
+- ``lateFiles``: how many files this query skipped as too late;
+- ``split`` (end offsets, set by the reader): the ``cores`` and ``maxPartitionBytes`` the batch is
+  planned with, whatever they are when it is replayed.
 
 A listed file is NEW when its digest is not in ``seen`` and its modification time is later than
 ``watermark - allowedLateness``. A file appearing with an older time is TOO LATE: it is skipped,

@@ -8,6 +8,8 @@ Planning cuts big uncompressed line files into byte ranges and big parquet files
 ranges and deals the pieces out to read tasks sized by Spark's rule (at most
 ``min(maxPartitionBytes, max(4 MiB, total bytes / cores))``), in whole waves over the cores: one
 big file keeps every core busy, many small files share a task, and no core idles at the end.
+A stream's end offset records the cores and ``maxPartitionBytes`` its batch was planned with, so
+a batch replayed after a restart gets the partitions of its first run.
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def _parquet_splits(file: FileStatus, max_bytes: int, storage_options: dict | No
             for g in groups]
 
 
-def plan(files: Sequence[FileStatus], config: FileSourceOptions, cores: int | None = None) -> list[FilePartition]:
+def plan(files: Sequence[FileStatus], config: FileSourceOptions, cores: int | None = None,
+         max_partition_bytes: int | None = None) -> list[FilePartition]:
     """Cut files into splits and deal the splits out to read tasks.
 
     Spark's rule sizes the tasks: at most ``min(maxPartitionBytes, max(4 MiB, bytes per core))``
@@ -130,9 +133,11 @@ def plan(files: Sequence[FileStatus], config: FileSourceOptions, cores: int | No
     """
     if not files:
         return []
+    files = sorted(files, key=lambda f: f.path)  # the same files, the same tasks, whatever their order
     cores = cores or parallelism()
+    max_partition_bytes = max_partition_bytes or config.max_partition_bytes
     total = sum(f.size + OPEN_COST_BYTES for f in files)
-    max_split = max(1, min(config.max_partition_bytes, max(OPEN_COST_BYTES, -(-total // cores))))
+    max_split = max(1, min(max_partition_bytes, max(OPEN_COST_BYTES, -(-total // cores))))
     tasks = cores * -(-total // (max_split * cores))
     piece = max(1, min(max_split, -(-total // tasks)))
     splits: list[tuple[int, FileSplit]] = []  # (cost, split)
@@ -178,8 +183,7 @@ class FileBatchReader(DataSourceReader):
         self.config, self.paths, self.spec = config, list(paths), spec
 
     def partitions(self) -> Sequence[InputPartition]:
-        files = sorted(_lister(self.config, self.paths).list().values(), key=lambda f: f.path)
-        return plan(files, self.config)
+        return plan(list(_lister(self.config, self.paths).list().values()), self.config)
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.spec, partition)
@@ -216,13 +220,17 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        return self.monitor.latest(start, limit)
+        end = self.monitor.latest(start, limit)
+        if (end["seen"], end["lateFiles"]) == (start["seen"], start["lateFiles"]):
+            return start  # no new batch, even if the split options changed
+        return {**end, "split": {"cores": parallelism(), "maxPartitionBytes": self.config.max_partition_bytes}}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.monitor.freeze()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return plan(self.monitor.batch_files(start, end), self.config)
+        split = end.get("split", {})  # absent from older checkpoints: planned as configured now
+        return plan(self.monitor.batch_files(start, end), self.config, split.get("cores"), split.get("maxPartitionBytes"))
 
     def commit(self, end: dict) -> None:
         self.monitor.committed(end)

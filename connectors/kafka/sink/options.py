@@ -91,7 +91,8 @@ class KafkaSinkOptions(Options):
         "producerCacheSize", parse_int, default=8, checks=[non_negative],
         doc="most idle producers a Python worker process keeps for later tasks and micro-batches "
             "(least recently used closed first); 0: a new producer per task")
-    extra: dict[str, str] = dataclasses.field(default_factory=dict)
+    # kafka.* settings; left out of repr, as they may hold kafka.sasl.password and the like.
+    extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
     def validate(self) -> None:
         for key, value in self.extra.items():

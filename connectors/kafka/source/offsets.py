@@ -24,6 +24,13 @@ class DataLossError(RuntimeError):
     """Offsets the query still had to read are gone (retention, topic recreated or deleted)."""
 
 
+# Keys of a stream's end offset that are not topics ("$" is not allowed in a topic name): how the
+# batch ending there is split, and, for a query's first batch, where it starts. A replay after a
+# restart plans the same ranges from them, whatever the options or the topic's latest offsets are
+# then (Spark asks initialOffset() again to replay the first batch).
+SPLIT, START = "$split", "$start"
+
+
 def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """The checkpoint form, as Spark's: ``{"topic": {"partition": next_offset_to_read}}``."""
     out: dict[str, dict[str, int]] = {}
@@ -33,7 +40,8 @@ def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
 
 
 def from_json(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
-    return {(topic, int(partition)): int(offset) for topic, parts in offsets.items() for partition, offset in parts.items()}
+    return {(topic, int(partition)): int(offset) for topic, parts in offsets.items() if not topic.startswith("$")
+            for partition, offset in parts.items()}  # fmt: skip
 
 
 class OffsetRange(InputPartition):

@@ -22,6 +22,7 @@ from connectors.core.options import (
     parse_duration,
     parse_int,
     parse_list,
+    parse_size,
     positive,
 )
 from connectors.kafka import FORMAT
@@ -151,6 +152,10 @@ class KafkaSourceOptions(Options):
     max_records_per_partition: int | None = option(
         "maxRecordsPerPartition", parse_int, default=None, checks=[positive],
         doc="most offsets one Spark partition reads; bigger ranges are split")
+    max_bytes_per_batch: int = option(
+        "maxBytesPerBatch", parse_size, default=16 << 20, checks=[positive],
+        doc="most key and value bytes in one Arrow batch a read task hands to Spark (not a micro-batch "
+            "limit: see maxOffsetsPerTrigger); bounds a task's memory whatever the message size")
     include_headers: bool = option(
         "includeHeaders", parse_bool, default=False, doc="add the headers column")
     group_id_prefix: str = option(
@@ -184,6 +189,8 @@ class KafkaSourceOptions(Options):
             if name in REJECTED_CLIENT_SETTINGS:
                 raise OptionError(FORMAT, key, value, f"Kafka option '{name}' {REJECTED_CLIENT_SETTINGS[name]}")
         client_config(FORMAT, self.extra)  # Java-only names and a missing bootstrap.servers fail here
+        if self.max_bytes_per_batch > 1 << 30:
+            raise self.error("maxBytesPerBatch", "must be at most 1g (an Arrow binary column holds less than 2 GiB)")
         if (self.min_offsets_per_trigger and self.max_offsets_per_trigger
                 and self.min_offsets_per_trigger > self.max_offsets_per_trigger):
             raise self.error("minOffsetsPerTrigger",

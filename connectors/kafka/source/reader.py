@@ -32,6 +32,8 @@ from pyspark.sql.types import StructType
 
 from connectors.kafka.source.client import BrokerClient
 from connectors.kafka.source.offsets import (
+    SPLIT,
+    START,
     OffsetRange,
     Offsets,
     data_loss_handler,
@@ -62,10 +64,16 @@ class _PlansRanges:
 
     options: KafkaSourceOptions
 
-    def _ranges(self, broker: BrokerClient, start: Offsets, end: Offsets) -> list[OffsetRange]:
+    def _ranges(self, broker: BrokerClient, start: Offsets, end: Offsets, layout: dict | None = None) -> list[OffsetRange]:
+        """``layout``: the split recorded in a stream's end offset; by default the options'."""
         earliest = broker.earliest(end.keys())
         ranges = plan(start, end, earliest, data_loss_handler(self.options.fail_on_data_loss))
-        return split(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+        layout = layout or self._layout()
+        return split(ranges, layout["minPartitions"], layout["maxRecordsPerPartition"])
+
+    def _layout(self) -> dict:
+        return {"minPartitions": self.options.min_partitions,
+                "maxRecordsPerPartition": self.options.max_records_per_partition}  # fmt: skip
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing was planned
@@ -144,13 +152,22 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         if self._target is not None:  # nothing that arrived after the AvailableNow target
             latest = {tp: min(offset, self._target[tp]) for tp, offset in latest.items() if tp in self._target}
         if self._delay(begin, latest):
-            return start
-        if isinstance(limit, ReadMaxRows):
+            latest = begin
+        elif isinstance(limit, ReadMaxRows):
             new = [tp for tp in latest if tp not in begin]
             base = {**self.broker.earliest(new), **begin} if new else begin
             # A start past the end (topic recreated) counts as no backlog; partitions() reports it.
             latest = rate_limit({tp: min(base[tp], end) for tp, end in latest.items()}, latest, limit.max_rows)
-        return to_json(latest)
+        # Spark runs a query's first batch even if empty, and asks initialOffset() again to replay
+        # it: its start goes into its end offset. Only end offsets have SPLIT (an offset of an
+        # older version is taken for an initial one: at most one empty batch after an upgrade).
+        first = SPLIT not in start
+        if latest == begin and not first:
+            return start  # no new batch, even if the split options changed
+        end = {**to_json(latest), SPLIT: self._layout()}
+        if first:
+            end[START] = to_json(begin)
+        return end
 
     def _delay(self, begin: Offsets, latest: Offsets) -> bool:
         """``minOffsetsPerTrigger``: hold the batch back until enough offsets or ``maxTriggerDelay``."""
@@ -171,7 +188,8 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         self._target = dict(self.latest(fresh=True))
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        return self._ranges(self.broker, from_json(start), from_json(end))
+        # Offsets of older versions have neither key: planned with today's options and start.
+        return self._ranges(self.broker, from_json(end.get(START, start)), from_json(end), end.get(SPLIT))
 
     def commit(self, end: dict) -> None:
         self._commit_to_group(from_json(end))

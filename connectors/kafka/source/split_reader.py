@@ -9,6 +9,7 @@ gaps, so the last offset of a range may never arrive.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 
@@ -57,7 +58,7 @@ _ARROW_FIELDS = [
 _ARROW_SCHEMA = pa.schema(_ARROW_FIELDS)
 _ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_ARROW_FIELDS, pa.field("headers", _ARROW_HEADERS)])
 
-_ROWS_PER_BATCH = 50_000
+_ROWS_PER_BATCH = 50_000  # or maxBytesPerBatch
 _MESSAGES_PER_CONSUME = 50_000
 _CONSUME_WAIT = 0.1  # seconds; consume() waits this long when fewer messages than asked exist
 # librdkafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's ids as Spark shows them.
@@ -93,6 +94,53 @@ def to_arrow(messages: list[Message], topic: str, partition: int, headers: bool)
     return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA_WITH_HEADERS)
 
 
+def _sizes(messages: list[Message]) -> np.ndarray:
+    """Key and value bytes of each message (len() of a Message is its value's)."""
+    sizes = np.fromiter(map(len, messages), np.int64, len(messages))
+    keys = list(map(Message.key, messages))
+    keyed = np.fromiter(map(bool, keys), np.bool_, len(keys))
+    sizes[keyed] += np.fromiter(map(len, filter(None, keys)), np.int64, int(keyed.sum()))
+    return sizes
+
+
+class _Pending:
+    """Messages waiting to go to Spark as one Arrow batch. A batch is full at ``_ROWS_PER_BATCH``
+    messages or once its keys and values reach ``max_bytes`` (it holds less than one message more):
+    a task's memory stays bounded whatever the message size."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.messages, self.bytes = max_bytes, [], 0
+        self.read_count = self.read_bytes = 0
+
+    def wanted(self, most: int) -> int:
+        """How many messages to consume next: ``most``, or fewer if that many would overfill the
+        batch at the mean size so far (what does not fit is held until the next batch)."""
+        if not self.read_bytes:
+            return most
+        return min(most, max(1, (self.max_bytes - self.bytes) * self.read_count // self.read_bytes))
+
+    def add(self, data: list[Message]) -> Iterator[list[Message]]:
+        """Add ``data``; yields each batch as it fills up."""
+        if not data:
+            return
+        ends = np.cumsum(_sizes(data))  # bytes of data up to and including each message
+        self.read_count, self.read_bytes = self.read_count + len(data), self.read_bytes + int(ends[-1])
+        start = 0
+        while start < len(data):
+            before = int(ends[start - 1]) if start else 0
+            reaching = int(np.searchsorted(ends, before + self.max_bytes - self.bytes))  # the message filling it
+            stop = min(reaching + 1, start + _ROWS_PER_BATCH - len(self.messages), len(data))
+            self.messages.extend(data[start:stop])
+            self.bytes += int(ends[stop - 1]) - before
+            start = stop
+            if self.bytes >= self.max_bytes or len(self.messages) >= _ROWS_PER_BATCH:
+                yield self.take()
+
+    def take(self) -> list[Message]:
+        messages, self.messages, self.bytes = self.messages, [], 0
+        return messages
+
+
 def _binary(values: list[bytes | None]) -> pa.Array:
     # pyarrow converts a list of bytes much faster when it infers the type than when told
     # pa.binary(); only an all-null list infers to the null type.
@@ -118,12 +166,14 @@ class RangeReader:
             consumer.close()
 
     def _read(self, consumer: Consumer) -> Iterator[pa.RecordBatch]:
-        r, headers = self.range, self.options.include_headers
+        r = self.range
         consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start)])
-        pending: list[Message] = []
+        pending = _Pending(self.options.max_bytes_per_batch)
+        # map() drops each batch's messages once converted, before Spark takes the batch
+        convert = functools.partial(to_arrow, topic=r.topic, partition=r.partition, headers=self.options.include_headers)
         position, last_progress = r.start, time.monotonic()
         while position < r.end:
-            messages = consumer.consume(min(r.end - position, _MESSAGES_PER_CONSUME), timeout=_CONSUME_WAIT)
+            messages = consumer.consume(pending.wanted(min(r.end - position, _MESSAGES_PER_CONSUME)), timeout=_CONSUME_WAIT)
             if messages:
                 last_progress = time.monotonic()
             errors = list(map(Message.error, messages))
@@ -132,7 +182,7 @@ class RangeReader:
             # Offsets within a partition ascend: everything from the first one at or past the end is not ours.
             offsets = np.fromiter(map(Message.offset, data), np.int64, len(data))
             keep = int(np.searchsorted(offsets, r.end))
-            pending.extend(data[:keep] if keep < len(data) else data)
+            yield from map(convert, pending.add(data[:keep]))
             position = r.end if keep < len(data) else position
             for message, error in events:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -143,16 +193,13 @@ class RangeReader:
                     raise KafkaException(error)
             # Markers and aborted or compacted records advance the position without a message.
             position = max(position, self._position(consumer))
-            if len(pending) >= _ROWS_PER_BATCH:
-                yield to_arrow(pending, r.topic, r.partition, headers)
-                pending = []
             if time.monotonic() - last_progress > self.options.poll_timeout.total_seconds():
                 raise TimeoutError(
                     f"{FORMAT}: topic {r.topic} partition {r.partition} delivered nothing for "
                     f"{self.options.poll_timeout.total_seconds():.0f} s (kafkaConsumer.pollTimeoutMs) while reading "
                     f"offsets [{r.start}, {r.end}), stuck at {position}")
-        if pending:
-            yield to_arrow(pending, r.topic, r.partition, headers)
+        if pending.messages:
+            yield convert(pending.take())
 
     def _position(self, consumer: Consumer) -> int:
         offset = consumer.position([self.topic_partition])[0].offset
