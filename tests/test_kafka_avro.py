@@ -5,8 +5,10 @@ with confluent-kafka's own AvroSerializer / AvroDeserializer both ways."""
 from __future__ import annotations
 
 import datetime
+import decimal
 import io
 import json
+import time
 
 import fastavro
 import pyarrow as pa
@@ -230,3 +232,105 @@ def test_misaligned_bodies_are_found_record_by_record():
     values, bad = decoder.decode(pa.array(bodies, pa.binary()))
     assert list(bad) == [1] and "left after the record" in bad[1]
     assert values.to_pylist() == [{"a": 0, "b": "s0"}, None, {"a": 2, "b": "s2"}, {"a": 3, "b": "s3"}]
+
+
+# -- sink -----------------------------------------------------------------------------------
+
+
+def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    messages, deadline = [], time.monotonic() + timeout
+    while len(messages) < count and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            messages.append(message)
+    consumer.close()
+    assert len(messages) == count
+    return messages
+
+
+def write(df, bootstrap: str, topic: str, url: str, **options) -> None:
+    (df.write.format(FORMAT).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+     .option("valueFormat", "avro-confluent").option("schema.registry.url", url).options(**options)
+     .mode("append").save())
+
+
+ORDERS_DDL = ("value struct<id:bigint not null,customer:string,amount:double,tags:array<string>,"
+              "at:timestamp,day:date,price:decimal(10,2)>")
+
+
+def orders_df(spark, ids, with_channel: bool = False):
+    ddl = ORDERS_DDL[:-1] + ",channel:string>" if with_channel else ORDERS_DDL
+    rows = []
+    for i in ids:
+        value = {"id": i, "customer": None if i % 4 == 0 else f"c{i}", "amount": i / 2, "tags": ["a"] * (i % 3),
+                 "at": AT, "day": datetime.date(2026, 1, i % 28 + 1), "price": decimal.Decimal(i) / 100}
+        if with_channel:
+            value["channel"] = "app"
+        rows.append((value,))
+    return spark.createDataFrame(rows, ddl)
+
+
+def test_sink_records_are_read_by_confluents_deserializer_across_an_evolution(
+        spark, kafka_bootstrap, schema_registry_url, registry, topic):
+    """Our sink writes v1 (derived from the Spark type, registered), then v2 with a nullable field
+    added; confluent-kafka's AvroDeserializer reads every record, with each writer schema and
+    resolved to v2."""
+    write(orders_df(spark, range(6)), kafka_bootstrap, topic, schema_registry_url)
+    write(orders_df(spark, range(6, 9), with_channel=True), kafka_bootstrap, topic, schema_registry_url)
+    versions = registry.get_versions(f"{topic}-value")
+    assert len(versions) == 2
+    v2 = registry.get_version(f"{topic}-value", versions[-1]).schema.schema_str
+
+    messages = consume_all(kafka_bootstrap, topic, 9)
+    plain, resolved = AvroDeserializer(registry), AvroDeserializer(registry, v2)
+    context = SerializationContext(topic, MessageField.VALUE)
+    values = sorted((plain(m.value(), context) for m in messages), key=lambda v: v["id"])
+    assert [v["id"] for v in values] == list(range(9))
+    assert values[1] == {"id": 1, "customer": "c1", "amount": 0.5, "tags": ["a"], "at": AT,
+                         "day": datetime.date(2026, 1, 2), "price": decimal.Decimal("0.01")}
+    assert values[4]["customer"] is None and values[7]["channel"] == "app"
+    assert "channel" not in values[0]
+    assert {resolved(m.value(), context).get("channel", "absent") for m in messages} == {None, "app"}
+
+    # and our own source reads it back through the registry
+    back = read(spark, kafka_bootstrap, topic, schema_registry_url).select("value.*").orderBy("id").collect()
+    assert [(r.id, r.channel) for r in back] == [(i, None) for i in range(6)] + [(i, "app") for i in range(6, 9)]
+
+
+def test_sink_key_and_value_exactly_once(spark, kafka_bootstrap, schema_registry_url, registry, topic, unique):
+    df = spark.createDataFrame([((i,), (i, f"v{i}")) for i in range(5)], "key struct<k:int>, value struct<n:int,s:string>")
+    write(df, kafka_bootstrap, topic, schema_registry_url, keyFormat="avro-confluent",
+          deliveryGuarantee="exactly-once", transactionalIdPrefix=unique)
+    context = SerializationContext(topic, MessageField.KEY)
+    keys = AvroDeserializer(registry)
+    got = sorted((keys(m.key(), context)["k"], AvroDeserializer(registry)(m.value(), SerializationContext(
+        topic, MessageField.VALUE))["s"]) for m in consume_all(kafka_bootstrap, topic, 5))
+    assert got == [(i, f"v{i}") for i in range(5)]
+
+
+def test_sink_compatibility_refusal_fails_at_query_start(spark, kafka_bootstrap, schema_registry_url, registry,
+                                                         topic):
+    from confluent_kafka.schema_registry import ConfigCompatibilityLevel, ServerConfig  # noqa: PLC0415
+
+    subject = f"{topic}-value"
+    registry.register_schema(subject, Schema(json.dumps(ORDER_V1), "AVRO"))
+    registry.set_config(subject, ServerConfig(compatibility=ConfigCompatibilityLevel.BACKWARD))
+    # a new field without a default: readers of the new schema cannot read the old records
+    df = spark.createDataFrame([((1, "x"),)], "value struct<id:bigint not null,extra:string not null>")
+    with pytest.raises(Exception, match=f"subject '{subject}': registering the schema failed: HTTP 409"):
+        write(df, kafka_bootstrap, topic, schema_registry_url)
+    with pytest.raises(Exception, match="looking the schema up \\(autoRegisterSchemas=false\\) failed"):
+        write(df, kafka_bootstrap, topic, schema_registry_url, autoRegisterSchemas="false")
+    assert len(registry.get_versions(subject)) == 1
+
+
+def test_sink_rejects_values_its_schema_cannot_hold(spark, kafka_bootstrap, schema_registry_url, topic):
+    raw = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match="needs a struct column 'value'"):
+        write(raw, kafka_bootstrap, topic, schema_registry_url)
+    schema = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
+    nulls = spark.createDataFrame([(("a",),), ((None,),)], "value struct<s:string>")
+    with pytest.raises(Exception, match="cannot encode the value with schema id \\d+: s is null in a record"):
+        write(nulls, kafka_bootstrap, topic, schema_registry_url, valueSchema=json.dumps(schema))
