@@ -20,8 +20,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
+import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import fastavro
 import numpy as np
@@ -216,6 +218,77 @@ def container_block(count: int, data: bytes | memoryview, sync: bytes) -> bytes:
     return b"".join((_varint(count), _varint(len(data)), data, sync))
 
 
+def _deflate(data: bytes) -> bytes:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return compressor.compress(data) + compressor.flush()
+
+
+def _snappy(data: bytes) -> bytes:
+    return pa.Codec("snappy").compress(data, asbytes=True) + struct.pack(">I", zlib.crc32(data))
+
+
+def _unsnappy(data: bytes) -> bytes:
+    raw = pa.Codec("snappy").decompress(data[:-4], _snappy_length(data), asbytes=True)
+    if struct.unpack(">I", data[-4:])[0] != zlib.crc32(raw):
+        raise ValueError("snappy block checksum mismatch")
+    return raw
+
+
+def _snappy_length(data: bytes) -> int:
+    """The uncompressed length a raw snappy block starts with (a varint)."""
+    length, shift = 0, 0
+    for byte in data[:5]:
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return length
+    raise ValueError("not a snappy block")
+
+
+def _unzstd(data: bytes) -> bytes:
+    # a frame need not record its content size: decompress it as a stream
+    return pa.CompressedInputStream(pa.BufferReader(data), "zstd").read()
+
+
+# Avro codec name -> (compress, decompress). Snappy blocks end with the CRC-32 of the raw data.
+CODECS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
+    "null": (bytes, bytes),
+    "deflate": (_deflate, lambda data: zlib.decompress(data, -15)),
+    "snappy": (_snappy, _unsnappy),
+    "zstandard": (lambda data: pa.Codec("zstd").compress(data, asbytes=True), _unzstd),
+}
+
+
+def read_varint(stream: BinaryIO) -> int:
+    n, shift = 0, 0
+    while True:
+        byte = stream.read(1)
+        if not byte:
+            raise EOFError("the file ends inside a number")
+        n |= (byte[0] & 0x7F) << shift
+        shift += 7
+        if byte[0] < 0x80:
+            return (n >> 1) ^ -(n & 1)
+
+
+def read_header(stream: BinaryIO) -> tuple[str, str, bytes]:
+    """``(schema JSON, codec, sync marker)`` of an object container file; leaves ``stream`` after it."""
+    if stream.read(4) != MAGIC:
+        raise ValueError("not an Avro object container file (no Obj\\x01 magic)")
+    meta: dict[bytes, bytes] = {}
+    while (count := read_varint(stream)) != 0:
+        if count < 0:
+            read_varint(stream)  # a negative count is followed by the block's size
+        for _ in range(abs(count)):
+            key = stream.read(read_varint(stream))
+            meta[key] = stream.read(read_varint(stream))
+    sync = stream.read(SYNC_SIZE)
+    codec = meta.get(b"avro.codec", b"null").decode()
+    if codec not in CODECS:
+        raise ValueError(f"codec {codec!r} is not supported (null, deflate, snappy, zstandard are)")
+    return meta[b"avro.schema"].decode(), codec, sync
+
+
 # ---------------------------------------------------------------------------------------------
 # Decoding
 
@@ -291,6 +364,13 @@ def _constant(default: Any, schema: Any, target: pa.DataType, count: int) -> pa.
     return pa.array([default] * count, target)
 
 
+def _polars_read(container: bytes) -> pa.StructArray:
+    import polars  # noqa: PLC0415 - heavy; only workers that decode Avro pay for it
+
+    table = polars.read_avro(io.BytesIO(container)).to_arrow()
+    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
+
+
 class Decoder:
     """Avro bodies written with ``writer`` -> Arrow values of the ``reader`` schema (``target`` type)."""
 
@@ -315,16 +395,26 @@ class Decoder:
                 pass
         return self._per_record(bodies.to_pylist())
 
-    def _columnar(self, bodies: pa.Array) -> pa.Array:
-        import polars  # noqa: PLC0415 - heavy; only workers that decode Avro pay for it
+    def decode_block(self, count: int, data: bytes) -> pa.Array:
+        """The records of one uncompressed container block (an Avro file's), read with the writer schema."""
+        header, sync = self._header
+        block = header + container_block(count, data, sync)
+        if self.columnar:
+            from polars.exceptions import PanicException  # noqa: PLC0415
 
+            try:
+                return _resolve(_polars_read(block), self.writer, self.writer, self.target)
+            except (PanicException, Exception):  # noqa: BLE001 - fastavro gives the reason, if any
+                pass
+        return pa.array(list(fastavro.reader(io.BytesIO(block))), self.target)
+
+    def _columnar(self, bodies: pa.Array) -> pa.Array:
         width = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32
         offsets = np.frombuffer(bodies.buffers()[1], width)[bodies.offset:bodies.offset + len(bodies) + 1]
         data = memoryview(bodies.buffers()[2] or b"")[int(offsets[0]):int(offsets[-1])]
         header, sync = self._header
         block = header + container_block(len(bodies), data, sync)
-        table = polars.read_avro(io.BytesIO(block)).to_arrow()
-        decoded = pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
+        decoded = _polars_read(block)
         # The block has no record boundaries: a record with bytes missing or left over shifts the
         # ones after it. Each record's size, computed from its decoded values, must be its body's.
         if self._sizer is None:
@@ -351,6 +441,15 @@ class Decoder:
 
 # ---------------------------------------------------------------------------------------------
 # Encoding
+
+
+def ranges_mask(length: int, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """A mask of ``length`` bytes, true in the disjoint ranges ``[start, start + size)``: cheaper than
+    an index per byte."""
+    marks = np.zeros(length + 1, np.int8)
+    marks[starts] += 1
+    marks[starts + sizes] -= 1
+    return np.cumsum(marks[:-1], dtype=np.int8).view(bool)
 
 
 def _varint_lengths(zz: np.ndarray) -> np.ndarray:
@@ -461,12 +560,11 @@ class _Bytes(_Node):
         if self.size is None:
             _write_varints(out, pos, self.zz, self.head)
         rows = np.flatnonzero(self.sizes)
-        if not len(rows):
-            return
-        sizes = self.sizes[rows]
-        total = int(sizes.sum())
-        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        out[np.repeat(pos[rows] + self.head[rows], sizes) + within] = self.data[np.repeat(self.starts[rows], sizes) + within]
+        if len(rows):
+            # Source and destination ranges both ascend with the row: the k-th byte taken is the k-th put.
+            starts, sizes = self.starts[rows], self.sizes[rows]
+            out[ranges_mask(len(out), pos[rows] + self.head[rows], sizes)] = self.data[ranges_mask(
+                len(self.data), starts, sizes)]
 
 
 class _Record(_Node):

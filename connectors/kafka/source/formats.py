@@ -12,6 +12,7 @@ gets a null struct and its raw bytes in the corrupt-record column.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ class DecodeError(ValueError):
     """FAILFAST: a record whose key or value cannot be decoded."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class AvroColumn:
     """One column read as avro-confluent: its reader schema (JSON) and where corrupt bytes go."""
 
@@ -40,13 +41,17 @@ class AvroColumn:
     reader_json: str
     corrupt_column: str | None  # PERMISSIVE only
 
-    @property
+    @functools.cached_property
     def reader(self) -> Any:
         return avro.parse(self.reader_json)
 
-    @property
+    @functools.cached_property
     def spark_type(self):
         return avro.read_type(self.reader)
+
+    @functools.cached_property
+    def arrow_type(self) -> pa.DataType:
+        return avro.arrow_type(self.reader)
 
 
 def _topic_of(options) -> str | None:
@@ -143,12 +148,12 @@ class RecordDecoder:
         key = (column.name, schema_id)
         if key not in self._decoders:
             writer_json = registry.schema_by_id(self.settings, schema_id)
-            self._decoders[key] = avro.Decoder(writer_json, column.reader, avro.arrow_type(column.reader))
+            self._decoders[key] = avro.Decoder(writer_json, column.reader, column.arrow_type)
         return self._decoders[key]
 
     def _decode(self, column: AvroColumn, raw: pa.Array) -> tuple[pa.Array, dict[int, tuple[int | None, str]]]:
         """Decoded values (null where bad) and ``{row: (schema id, reason)}`` of the bad rows."""
-        target = avro.arrow_type(column.reader)
+        target = column.arrow_type
         n = len(raw)
         raw = raw.cast(pa.binary())
         offsets = np.frombuffer(raw.buffers()[1], np.int32)[raw.offset:raw.offset + n + 1].astype(np.int64)
@@ -178,6 +183,8 @@ class RecordDecoder:
             bad.update((int(rows[i]), (int(schema_id), reason)) for i, reason in failed.items())
             pieces.append(values)
             placed.append(rows)
+        if len(placed) == 1 and len(placed[0]) == n:  # every record in one group, in order
+            return pieces[0].cast(target), bad
         rest = np.setdiff1d(np.arange(n), np.concatenate(placed) if placed else [], assume_unique=True)
         pieces.append(pa.nulls(len(rest), target))
         placed.append(rest)
@@ -189,6 +196,6 @@ class RecordDecoder:
 def _bodies(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Array:
     """The byte ranges ``[start, start + size)`` of ``data`` as one binary array."""
     offsets = np.concatenate(([0], np.cumsum(sizes)))
-    gather = np.arange(offsets[-1], dtype=np.int64) + np.repeat(starts - offsets[:-1], sizes)
+    body = data[avro.ranges_mask(len(data), starts, sizes)]
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(sizes),
-                                            [None, pa.py_buffer(offsets), pa.py_buffer(data[gather])])
+                                            [None, pa.py_buffer(offsets), pa.py_buffer(body)])
