@@ -53,8 +53,8 @@ from pyspark.sql.types import (
 
 from connectors.core.arrow import arrow_schema
 
-__all__ = ["AvroError", "Decoder", "Encoder", "parse", "spark_type", "from_spark", "container_header",
-           "container_block", "SYNC_SIZE"]
+__all__ = ["AvroError", "Decoder", "Encoder", "parse", "spark_type", "read_type", "arrow_type", "from_spark",
+           "container_header", "container_block", "read_header", "read_varint", "CODECS", "SYNC_SIZE"]
 
 SYNC_SIZE = 16
 MAGIC = b"Obj\x01"
@@ -347,9 +347,8 @@ def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> 
         return pa.LargeListArray.from_arrays(array.offsets, items, mask=array.is_null()).cast(target)
     if wk == "enum" and rk == "enum" and not set(w["symbols"]) <= set(r["symbols"]):
         raise _Unresolvable("enum symbols the reader does not know")
-    if _logical(w) != _logical(r) or (wk != rk and (wk, rk) not in _PROMOTIONS):
-        if (wk, rk) not in _PROMOTIONS:
-            raise _Unresolvable(f"{wk} cannot be read as {rk}")
+    if (wk != rk and (wk, rk) not in _PROMOTIONS) or _logical(w) != _logical(r):
+        raise _Unresolvable(f"{wk} cannot be read as {rk}")
     if wk in ("fixed", "enum") and w.get("name") != r.get("name"):
         raise _Unresolvable("named types with different names")
     return array.cast(target)

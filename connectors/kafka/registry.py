@@ -10,7 +10,6 @@ id are kept per Python process: a worker fetches each schema id once.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections.abc import Mapping
 
@@ -167,6 +166,3 @@ def register(settings: Mapping[str, str], subject: str, schema_json: str, auto_r
         what = "registering the schema" if auto_register else "looking the schema up (autoRegisterSchemas=false)"
         raise RegistryError(f"subject {subject!r}: {what} failed: {describe(exc)}") from None
 
-
-def canonical(schema: object) -> str:
-    return json.dumps(schema, separators=(",", ":"))
