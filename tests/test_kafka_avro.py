@@ -334,3 +334,16 @@ def test_sink_rejects_values_its_schema_cannot_hold(spark, kafka_bootstrap, sche
     nulls = spark.createDataFrame([(("a",),), ((None,),)], "value struct<s:string>")
     with pytest.raises(Exception, match="cannot encode the value with schema id \\d+: s is null in a record"):
         write(nulls, kafka_bootstrap, topic, schema_registry_url, valueSchema=json.dumps(schema))
+
+
+def test_stream_decodes_in_every_micro_batch(spark, kafka_bootstrap, schema_registry_url, registry, topic, tmp_path):
+    """The stream reader is pickled to the tasks with its decoder; AvailableNow in 2 micro-batches."""
+    produce_with_confluent(kafka_bootstrap, topic, serializer(registry, ORDER_V1), [order(i) for i in range(6)])
+    stream = (spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", kafka_bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 3)
+              .option("valueFormat", "avro-confluent").option("schema.registry.url", schema_registry_url).load())
+    query = (stream.select("value.id", "value.customer").writeStream.format("memory").queryName(f"avro_{topic}")
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) == 2
+    assert sorted(tuple(r) for r in spark.table(f"avro_{topic}").collect()) == [(i, f"c{i % 7}") for i in range(6)]
