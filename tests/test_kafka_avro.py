@@ -347,3 +347,19 @@ def test_stream_decodes_in_every_micro_batch(spark, kafka_bootstrap, schema_regi
     query.awaitTermination(300)
     assert len([p for p in query.recentProgress if p["numInputRows"]]) == 2
     assert sorted(tuple(r) for r in spark.table(f"avro_{topic}").collect()) == [(i, f"c{i % 7}") for i in range(6)]
+
+
+def test_sink_writes_with_the_subjects_registered_version(spark, kafka_bootstrap, schema_registry_url, registry,
+                                                          topic):
+    """valueSchemaVersion: the subject's schema (its names, union order, namespace) is used as it
+    is; the struct's fields are matched by name, in any order, and nothing is registered."""
+    subject = f"{topic}-value"
+    schema_id = registry.register_schema(subject, Schema(json.dumps(ORDER_V2), "AVRO"))
+    df = spark.createDataFrame([(("n1", 2.5, AT, 7, None),)],
+                               "value struct<customer:string,amount:double,at:timestamp,id:bigint,note:string>")
+    write(df, kafka_bootstrap, topic, schema_registry_url, valueSchemaVersion="latest")
+    [message] = consume_all(kafka_bootstrap, topic, 1)
+    assert message.value()[:5] == b"\x00" + schema_id.to_bytes(4, "big")
+    got = AvroDeserializer(registry)(message.value(), SerializationContext(topic, MessageField.VALUE))
+    assert got == {"id": 7, "customer": "n1", "amount": 2.5, "note": None, "at": AT, "channel": "web"}
+    assert len(registry.get_versions(subject)) == 1
