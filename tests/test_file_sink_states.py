@@ -369,7 +369,7 @@ def test_date_time_pattern_and_directory_values():
         ({"inactivityInterval": "0"}, "option 'inactivityInterval' = '0': must be greater than 0"),
         ({"fileFormat": "parquet", "rollingPolicy": "default"}, "option 'rollingPolicy' = 'default': fileFormat 'parquet' is a bulk format"),
         ({"rollingPolicy": "onCheckpoint", "partSize": "1MB"}, "option 'partSize' = 1048576: applies only to rollingPolicy default"),
-        ({"fileFormat": "avro"}, "option 'fileFormat' = 'avro': expected one of text, csv, json, parquet"),
+        ({"fileFormat": "orc"}, "option 'fileFormat' = 'orc': expected one of text, csv, json, parquet, avro"),
         ({"compression": "zstd"}, "option 'compression' = 'zstd': row format 'text' takes none or gzip"),
         ({"bucketAssigner": "column"}, "option 'bucketAssigner' = 'column': column needs the option bucketColumn"),
         ({"bucketFormat": "yyyy-QQ"}, "option 'bucketFormat' = 'yyyy-QQ': unsupported pattern letter 'Q'"),

@@ -333,7 +333,7 @@ def test_discovery_interval_throttles_listings(tmp_path):
     "options, message",
     [
         ({}, "option 'fileFormat': required option is missing"),
-        ({"fileFormat": "avro"}, "option 'fileFormat' = 'avro': expected one of text, csv, json, parquet"),
+        ({"fileFormat": "orc"}, "option 'fileFormat' = 'orc': expected one of text, csv, json, parquet, avro"),
         ({"fileFormat": "csv", "maxFilesPerTrigger": "0"}, "option 'maxFilesPerTrigger' = '0': must be greater than 0"),
         ({"fileFormat": "csv", "maxFilesPerTrigger": "1", "maxBytesPerTrigger": "1m"}, "cannot be combined with maxFilesPerTrigger"),
         ({"fileFormat": "csv", "cleanSource": "archive"}, "option 'cleanSource' = 'archive': archive needs the option sourceArchiveDir"),

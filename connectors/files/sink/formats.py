@@ -2,8 +2,8 @@
 
 Row formats (text, csv, json lines) encode each batch to self-contained bytes, so a part can grow
 by appending across micro-batches and any committed prefix is a valid file; with gzip each append
-is one gzip member (concatenated members are a valid gzip stream for every reader). Parquet is a
-bulk format: one writer per part file, closed when the part rolls (at every micro-batch).
+is one gzip member (concatenated members are a valid gzip stream for every reader). Parquet and
+Avro are bulk formats: one writer per part file, closed when the part rolls (at every micro-batch).
 A csv header is written once, at the start of a part, as bytes of its own (one gzip member with
 gzip), so compaction can leave it out of every part but the first.
 """
@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 from typing import BinaryIO, Protocol
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
+from connectors.core import avro
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
 
@@ -51,6 +54,27 @@ class RowEncoder:
         pass
 
 
+class AvroEncoder:
+    """An Avro object container file: the header (the schema derived from the columns, as
+    Spark's avro writer derives it), then one block per batch, encoded column by column."""
+
+    def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
+        spark_schema = from_arrow_schema(schema)
+        self.handle, self.compress = handle, avro.CODECS[AVRO_CODECS[codec]][0]
+        avro_schema = avro.from_spark(spark_schema)
+        self.encoder = avro.Encoder(avro_schema, pa.struct(list(schema)))
+        header, self.sync = avro.container_header(json.dumps(avro_schema), AVRO_CODECS[codec])
+        handle.write(header)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            _, data = self.encoder.lengths_and_bytes(batch.to_struct_array())
+            self.handle.write(avro.container_block(batch.num_rows, self.compress(data.tobytes()), self.sync))
+
+    def close(self) -> None:
+        pass
+
+
 class ParquetEncoder:
     def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
         self.writer = pq.ParquetWriter(handle, schema, compression=codec)
@@ -65,6 +89,8 @@ class ParquetEncoder:
 def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, sep: str) -> PartEncoder:
     if file_format == "parquet":
         return ParquetEncoder(handle, schema, codec)
+    if file_format == "avro":
+        return AvroEncoder(handle, schema, codec)
     return RowEncoder(handle, file_format, codec, sep)
 
 
@@ -88,9 +114,18 @@ def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
     return (text if text.endswith("\n") else text + "\n").encode()
 
 
+# the compression option -> the Avro codec name
+AVRO_CODECS = {"none": "null", "snappy": "snappy", "deflate": "deflate", "zstd": "zstandard"}
+
+
 def check_schema(schema: StructType, file_format: str, data_columns: list[str]) -> None:
     """Reject at query start what a format cannot hold (Spark's text/csv sinks have the same rules)."""
     fields = [f for f in schema.fields if f.name in data_columns]
+    if file_format == "avro":
+        try:
+            avro.from_spark(StructType(fields))
+        except avro.AvroError as exc:
+            raise OptionError(FORMAT, "fileFormat", "avro", str(exc)) from None
     if file_format == "text" and (len(fields) != 1 or not isinstance(fields[0].dataType, StringType)):
         shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
         raise OptionError(FORMAT, "fileFormat", "text", f"needs exactly one string column, got [{shown}]")

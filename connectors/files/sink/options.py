@@ -27,8 +27,9 @@ from connectors.files.sink.rolling import (
 )
 
 ROW_FORMATS = ("text", "csv", "json")
-BULK_FORMATS = ("parquet",)
+BULK_FORMATS = ("parquet", "avro")
 PARQUET_CODECS = ("none", "snappy", "gzip", "zstd")
+AVRO_CODECS = ("none", "snappy", "deflate", "zstd")
 
 
 def _pattern(text: str) -> str:
@@ -49,11 +50,13 @@ class FileSinkOptions(Options):
 
     path: str = option("path", doc="base path: a local directory or an fsspec URL such as s3://bucket/dir (required)")
     file_format: str = option(
-        "fileFormat", choice(*ROW_FORMATS, *BULK_FORMATS), doc="text | csv | json (JSON lines) | parquet (required)"
+        "fileFormat", choice(*ROW_FORMATS, *BULK_FORMATS),
+        doc="text | csv | json (JSON lines) | parquet | avro (required)"
     )
     compression: str | None = option(
-        "compression", choice(*PARQUET_CODECS), default=None,
-        doc="row formats: none (default) or gzip; parquet: snappy (default), gzip, zstd or none",
+        "compression", choice(*PARQUET_CODECS, "deflate"), default=None,
+        doc="row formats: none (default) or gzip; parquet: snappy (default), gzip, zstd or none; "
+            "avro: snappy (default), deflate, zstd or none",
     )
     header: bool = option("header", parse_bool, default=False, doc="csv: start each part file with the column names")
     sep: str | None = option("sep", default=None, checks=[single_char], doc="csv field separator (default ,)")
@@ -113,6 +116,9 @@ class FileSinkOptions(Options):
                     raise self.error(name, "applies only to rollingPolicy default, not onCheckpoint")
         if self.compression is not None and not bulk and self.compression not in ("none", "gzip"):
             raise self.error("compression", f"row format {self.file_format!r} takes none or gzip")
+        allowed = {"parquet": PARQUET_CODECS, "avro": AVRO_CODECS}.get(self.file_format, ())
+        if self.compression is not None and bulk and self.compression not in allowed:
+            raise self.error("compression", f"{self.file_format} takes {', '.join(allowed)}")
         for name, value in (("header", self.header or None), ("sep", self.sep), ("delimiter", self.delimiter)):
             if value is not None and self.file_format != "csv":
                 raise self.error(name, f"applies only to fileFormat csv, not {self.file_format}")
@@ -142,7 +148,7 @@ class FileSinkOptions(Options):
 
     @property
     def codec(self) -> str:
-        """The effective compression: ``none``/``gzip`` for row formats, a parquet codec otherwise."""
+        """The effective compression: ``none``/``gzip`` for row formats, a parquet or avro codec otherwise."""
         return self.compression or ("snappy" if self.file_format in BULK_FORMATS else "none")
 
     @property

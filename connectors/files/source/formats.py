@@ -1,7 +1,8 @@
-"""Reading one split of one file into Arrow record batches: text, csv, json lines, parquet.
+"""Reading one split of one file into Arrow record batches: text, csv, json lines, parquet, avro.
 
 Runs in the executors. Line formats are read in blocks that end on a line boundary and parsed
-by pyarrow's csv/json readers (text is split in Python); parquet by row groups. A split of an
+by pyarrow's csv/json readers (text is split in Python); parquet by row groups; Avro object
+container files by blocks: a split owns the blocks that start in it, found by the sync marker. A split of an
 uncompressed line file is the byte range ``[start, end)`` and owns the lines that START inside
 it (Hadoop's LineRecordReader rule): it skips the partial line at its start and finishes the line
 crossing its end, so every line is read exactly once whatever the cut points.
@@ -27,6 +28,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
+from connectors.core import avro
 from connectors.core.filesystem import filesystem
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
 
@@ -37,6 +39,7 @@ corrupt_files_log = logging.getLogger("connectors.files.corrupt")
 
 BLOCK_BYTES = 8 << 20  # one parse unit: big enough for pyarrow to be fast, small enough for memory
 PARQUET_BATCH_ROWS = 1 << 16
+AVRO_BATCH_ROWS = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,6 +355,8 @@ class SplitReader:
         with fs.open(path, "rb") as raw:
             if self.spec.file_format == "parquet":
                 yield from self._parquet(raw)
+            elif self.spec.file_format == "avro":
+                yield from self._avro(raw)
             else:
                 yield from self._lines(raw)
 
@@ -423,6 +428,42 @@ class SplitReader:
                 raise error from None
             yield from self._skipped(error)
 
+    def _avro(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
+        """The blocks that start in the split; blocks are decoded together up to AVRO_BATCH_ROWS."""
+        split = self.split
+        end = split.size if split.end < 0 else split.end
+        try:
+            schema_json, codec, sync = avro.read_header(raw)
+            writer = avro.parse(schema_json)
+            decoder = avro.Decoder(schema_json, writer, avro.arrow_type(writer))
+            decompress = avro.CODECS[codec][1]
+            position = raw.tell() if split.start == 0 else _after_sync(raw, split.start, sync, split.size)
+            pending: list[bytes] = []
+            count = 0
+            while position < min(end, split.size):
+                raw.seek(position)
+                records, size = avro.read_varint(raw), avro.read_varint(raw)
+                data = raw.read(size)
+                if len(data) != size or raw.read(avro.SYNC_SIZE) != sync:
+                    raise ValueError(f"the block at byte {position} is cut short or not followed by the sync marker")
+                pending.append(decompress(data))
+                count += records
+                position = raw.tell()
+                if count >= AVRO_BATCH_ROWS:
+                    yield self._avro_batch(decoder, count, pending)
+                    pending, count = [], 0
+            if count:
+                yield self._avro_batch(decoder, count, pending)
+        except (ValueError, EOFError, OSError, pa.ArrowInvalid) as exc:
+            error = self._corrupt(exc)
+            if not self.spec.ignore_corrupt_files:
+                raise error from None
+            yield from self._skipped(error)
+
+    def _avro_batch(self, decoder: avro.Decoder, count: int, blocks: list[bytes]) -> pa.RecordBatch:
+        values = decoder.decode_block(count, b"".join(blocks))
+        return self.out.build(pa.Table.from_batches([pa.RecordBatch.from_struct_array(values)]))
+
     def _skipped(self, error: CorruptFileError) -> Iterator[pa.RecordBatch]:
         """ignoreCorruptFiles: count the file where the user sees it, then go on.
 
@@ -434,6 +475,24 @@ class SplitReader:
         corrupt_files_log.warning(message, extra={"context": {"file": self.split.path}})
         if self.spec.mode == "PERMISSIVE" and self.spec.corrupt_column is not None:
             yield self.out.malformed([Malformed(0, message)])
+
+
+def _after_sync(stream: BinaryIO, start: int, sync: bytes, size: int) -> int:
+    """Where the first block starting at or after ``start`` begins: after the first sync marker
+    that ends there or later (the file's size when there is none)."""
+    position = max(0, start - len(sync))
+    stream.seek(position)
+    carry = b""
+    while True:
+        chunk = stream.read(1 << 20)
+        if not chunk:
+            return size
+        data = carry + chunk
+        found = data.find(sync)
+        if found >= 0:
+            return position - len(carry) + found + len(sync)
+        carry = data[-(len(sync) - 1):]
+        position += len(chunk)
 
 
 def read_partition(spec: ReadSpec, partition: FilePartition) -> Iterator[pa.RecordBatch]:

@@ -23,7 +23,7 @@ from connectors.core.options import (
 )
 from connectors.files import FORMAT
 
-FORMATS = ("text", "csv", "json", "parquet")
+FORMATS = ("text", "csv", "json", "parquet", "avro")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +32,7 @@ class FileSourceOptions(Options):
 
     source_name = FORMAT
 
-    file_format: str = option("fileFormat", choice(*FORMATS), doc="text | csv | json (JSON lines) | parquet (required)")
+    file_format: str = option("fileFormat", choice(*FORMATS), doc="text | csv | json (JSON lines) | parquet | avro (required)")
     recursive_file_lookup: bool = option(
         "recursiveFileLookup", parse_bool, default=True, doc="descend into sub-directories (Flink always does)"
     )

@@ -144,7 +144,8 @@ def plan(files: Sequence[FileStatus], config: FileSourceOptions, cores: int | No
     for file in files:
         if file.size <= piece:
             splits.append((OPEN_COST_BYTES + file.size, FileSplit(file.path, file.size, file.mtime_ms)))
-        elif config.splittable_text and codec_of(file.path) is None:
+        elif (config.splittable_text and codec_of(file.path) is None) or config.file_format == "avro":
+            # avro: a range owns the blocks that start in it (found by their sync markers)
             step = -(-file.size // -(-file.size // piece))  # equal pieces, none of them a sliver
             splits.extend(
                 (OPEN_COST_BYTES + min(step, file.size - start),

@@ -1,7 +1,7 @@
 """The source's schema: inference for batch reads, and checks of a user schema against the options.
 
-Text has the fixed column ``value string``. Parquet files carry their schema (the first file's is
-used). CSV and JSON are sampled (the first MiB of the first few files) for batch reads; a stream
+Text has the fixed column ``value string``. Parquet and Avro files carry their schema (the first
+file's is used). CSV and JSON are sampled (the first MiB of the first few files) for batch reads; a stream
 needs a user schema for them (``spark.readStream.schema(...)``), as in Spark, because a schema
 guessed from whatever files exist when the query first starts would silently change between
 restarts. Inferred schemas are marked in their first field's metadata so the stream side can tell.
@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from connectors.core import avro
 from connectors.core.arrow import arrow_schema
 from connectors.core.filesystem import filesystem
 from connectors.core.options import OptionError
@@ -65,7 +66,8 @@ class SchemaInference:
             schema = StructType([StructField("value", StringType())])
         else:
             files = self._files()
-            arrow = {"parquet": self._parquet, "json": self._json, "csv": self._csv}[self.config.file_format](files)
+            readers = {"parquet": self._parquet, "json": self._json, "csv": self._csv, "avro": self._avro}
+            arrow = readers[self.config.file_format](files)
             schema = StructType(
                 [StructField(f.name, _normalize(f.dataType), True) for f in from_arrow_schema(arrow).fields]
             )
@@ -85,6 +87,15 @@ class SchemaInference:
         fs, path = filesystem(files[0].path, self.config.storage_options)
         with fs.open(path, "rb") as raw:
             return pq.read_schema(raw)
+
+    def _avro(self, files: list[FileStatus]) -> pa.Schema:
+        fs, path = filesystem(files[0].path, self.config.storage_options)
+        try:
+            with fs.open(path, "rb") as raw:
+                schema_json, _, _ = avro.read_header(raw)
+            return arrow_schema(avro.read_type(avro.parse(schema_json)))
+        except (ValueError, EOFError) as exc:
+            raise OptionError(FORMAT, "path", files[0].path, f"cannot read an Avro schema from it: {exc}") from None
 
     def _json(self, files: list[FileStatus]) -> pa.Schema:
         schemas = []

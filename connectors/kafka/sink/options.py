@@ -17,12 +17,14 @@ from connectors.core.options import (
     Options,
     non_negative,
     option,
+    parse_bool,
     parse_duration,
     parse_int,
     positive,
 )
 from connectors.kafka import FORMAT
 from connectors.kafka.config import client_config
+from connectors.kafka.registry import RegistryOptions
 
 # librdkafka settings the sink owns; name -> why a user may not set them.
 MANAGED_CLIENT_SETTINGS = {
@@ -55,7 +57,7 @@ def parse_prefix(text: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class KafkaSinkOptions(Options):
+class KafkaSinkOptions(RegistryOptions, Options):
     """Options of ``df.write(Stream).format("connectors.kafka")`` and of ``KafkaSink``.
 
     ``kafka.*`` entries go to the librdkafka producer (``extra``), as Spark passes them to the
@@ -63,7 +65,7 @@ class KafkaSinkOptions(Options):
     """
 
     source_name = FORMAT
-    passthrough_prefixes = ("kafka.",)
+    passthrough_prefixes = ("kafka.", "schema.registry.")
 
     topic: str | None = option(
         "topic", parse_topic, default=None,
@@ -91,6 +93,9 @@ class KafkaSinkOptions(Options):
         "producerCacheSize", parse_int, default=8, checks=[non_negative],
         doc="most idle producers a Python worker process keeps for later tasks and micro-batches "
             "(least recently used closed first); 0: a new producer per task")
+    auto_register_schemas: bool = option(
+        "autoRegisterSchemas", parse_bool, default=True,
+        doc="avro-confluent: register the schema under the subject at query start; false: it must be registered")
     # kafka.* settings; left out of repr, as they may hold kafka.sasl.password and the like.
     extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
@@ -100,6 +105,7 @@ class KafkaSinkOptions(Options):
             if name in MANAGED_CLIENT_SETTINGS:
                 raise OptionError(FORMAT, key, value, f"Kafka option '{name}' {MANAGED_CLIENT_SETTINGS[name]}")
         client_config(FORMAT, self.extra)  # Java-only names and a missing bootstrap.servers fail here
+        self.validate_formats()
         if self.exactly_once:
             if self.transactional_id_prefix is None:
                 raise OptionError(FORMAT, "transactionalIdPrefix", None,

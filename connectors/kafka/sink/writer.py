@@ -38,6 +38,7 @@ from connectors.core.commit import current_task
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
 from connectors.kafka.sink.exactly_once import SINK_RUN, WorkUnit, write_exactly_once
+from connectors.kafka.sink.formats import RecordEncoder
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
@@ -57,39 +58,44 @@ class KafkaCommitMessage(WriterCommitMessage):
     skipped: int = 0  # exactly-once: records an earlier attempt of this (run, batch, partition) committed
 
 
-def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkOptions, RecordLayout]:
+def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkOptions, RecordLayout,
+                                                                    RecordEncoder | None]:
     config = KafkaSinkOptions.from_options(options)
-    layout = RecordLayout.of(schema, config.topic)
+    encoder = RecordEncoder.of(config, schema)
+    layout = RecordLayout.of(schema if encoder is None else encoder.schema(schema), config.topic)
     check_cluster(config)
     if config.exactly_once:
         on_query_start(config, options)
-    return config, layout
+    return config, layout, encoder
 
 
 def writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
     """``df.write.format("connectors.kafka")``: append only, like Spark's Kafka sink."""
     if overwrite:
         raise OptionError(FORMAT, "mode", "overwrite", "Kafka topics can only be appended to; use mode('append')")
-    config, layout = _prepare(options, schema)
+    config, layout, encoder = _prepare(options, schema)
     # One id for the whole write job: a retried task finds its partition already committed.
-    return KafkaBatchWriter(config, layout, run=uuid.uuid4().hex)
+    return KafkaBatchWriter(config, layout, encoder, run=uuid.uuid4().hex)
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
     """``df.writeStream.format("connectors.kafka")``; complete mode appends the whole result each
     batch, as Spark's Kafka sink does."""
-    config, layout = _prepare(options, schema)
-    return KafkaStreamWriter(config, layout)
+    config, layout, encoder = _prepare(options, schema)
+    return KafkaStreamWriter(config, layout, encoder)
 
 
 class _KafkaWrite:
     """The write of one task, shared by the batch and the stream writer."""
 
-    def __init__(self, config: KafkaSinkOptions, layout: RecordLayout, run: str | None = None):
-        self.config, self.layout, self.run = config, layout, run
+    def __init__(self, config: KafkaSinkOptions, layout: RecordLayout, encoder: RecordEncoder | None = None,
+                 run: str | None = None):
+        self.config, self.layout, self.encoder, self.run = config, layout, encoder, run
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         task = current_task()
+        if self.encoder is not None:  # avro-confluent struct columns -> their wire-format bytes
+            iterator = map(self.encoder, iterator)
         if self.config.exactly_once:
             # Streams: the query id, stable across restarts; without one, the sink's prefix alone.
             run = self.run if self.run is not None else task.query_id or SINK_RUN

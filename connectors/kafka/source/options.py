@@ -27,6 +27,7 @@ from connectors.core.options import (
 )
 from connectors.kafka import FORMAT
 from connectors.kafka.config import client_config
+from connectors.kafka.registry import RegistryOptions
 
 EARLIEST, LATEST = "earliest", "latest"
 EARLIEST_OFFSET, LATEST_OFFSET = -2, -1  # Spark's placeholders inside JSON offsets
@@ -101,11 +102,12 @@ def parse_pattern(text: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class KafkaSourceOptions(Options):
-    """Spark's Kafka source options; ``kafka.*`` entries go to librdkafka (``extra``)."""
+class KafkaSourceOptions(RegistryOptions, Options):
+    """Spark's Kafka source options; ``kafka.*`` entries go to librdkafka (``extra``), the
+    ``schema.registry.*`` ones to the Schema Registry client (see :mod:`connectors.kafka.registry`)."""
 
     source_name = FORMAT
-    passthrough_prefixes = ("kafka.",)
+    passthrough_prefixes = ("kafka.", "schema.registry.")
 
     assign: dict[str, tuple[int, ...]] | None = option(
         "assign", parse_assign, default=None, doc='exact partitions to read, JSON {"topicA":[0,1]}')
@@ -174,6 +176,12 @@ class KafkaSourceOptions(Options):
         "fetchOffset.minIntervalMs", parse_duration, default=timedelta(milliseconds=100), checks=[non_negative],
         doc="streams: reuse the latest offsets and partition list for this long "
             "(Spark asks the source every ~10 ms when idle)")
+    mode: str = option(
+        "mode", choice("FAILFAST", "PERMISSIVE"), default="FAILFAST",
+        doc="avro-confluent: a record that cannot be decoded fails the query, or is read as null")
+    column_name_of_corrupt_record: str = option(
+        "columnNameOfCorruptRecord", default="_corrupt_record",
+        doc="PERMISSIVE: the column holding the raw bytes of a value that cannot be decoded")
     # kafka.* settings; left out of repr, as they may hold kafka.sasl.password and the like.
     extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
@@ -191,6 +199,7 @@ class KafkaSourceOptions(Options):
         client_config(FORMAT, self.extra)  # Java-only names and a missing bootstrap.servers fail here
         if self.max_bytes_per_batch > 1 << 30:
             raise self.error("maxBytesPerBatch", "must be at most 1g (an Arrow binary column holds less than 2 GiB)")
+        self.validate_formats()
         if (self.min_offsets_per_trigger and self.max_offsets_per_trigger
                 and self.min_offsets_per_trigger > self.max_offsets_per_trigger):
             raise self.error("minOffsetsPerTrigger",

@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from connectors.kafka.source.client import BrokerClient
+from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.offsets import (
     SPLIT,
     START,
@@ -48,21 +49,26 @@ from connectors.kafka.source.split_reader import RangeReader, schema_for
 
 
 def schema(options) -> StructType:
-    return schema_for(KafkaSourceOptions.from_options(options))
+    config = KafkaSourceOptions.from_options(options)
+    decoder = RecordDecoder.of(config)
+    return schema_for(config) if decoder is None else decoder.schema(schema_for(config))
 
 
 def reader(options, schema: StructType) -> DataSourceReader:
-    return KafkaBatchReader(KafkaSourceOptions.from_options(options).for_batch())
+    config = KafkaSourceOptions.from_options(options).for_batch()
+    return KafkaBatchReader(config, RecordDecoder.of(config))
 
 
 def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
-    return KafkaStreamReader(KafkaSourceOptions.from_options(options).for_stream())
+    config = KafkaSourceOptions.from_options(options).for_stream()
+    return KafkaStreamReader(config, RecordDecoder.of(config))
 
 
 class _PlansRanges:
     """Turns start/end offsets into checked, split offset ranges, and reads one range."""
 
     options: KafkaSourceOptions
+    decoder: RecordDecoder | None  # avro-confluent key/value: raw batches -> decoded ones
 
     def _ranges(self, broker: BrokerClient, start: Offsets, end: Offsets, layout: dict | None = None) -> list[OffsetRange]:
         """``layout``: the split recorded in a stream's end offset; by default the options'."""
@@ -78,14 +84,15 @@ class _PlansRanges:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing was planned
             return iter(())
-        return iter(RangeReader(self.options, partition))
+        batches = iter(RangeReader(self.options, partition))
+        return batches if self.decoder is None else map(self.decoder, batches)
 
 
 class KafkaBatchReader(_PlansRanges, DataSourceReader):
     """``spark.read``: from ``startingOffsets`` (default earliest) to ``endingOffsets`` (default latest)."""
 
-    def __init__(self, options: KafkaSourceOptions):
-        self.options = options
+    def __init__(self, options: KafkaSourceOptions, decoder: RecordDecoder | None = None):
+        self.options, self.decoder = options, decoder
 
     def partitions(self) -> Sequence[InputPartition]:
         broker = BrokerClient(self.options)
@@ -104,8 +111,8 @@ class KafkaBatchReader(_PlansRanges, DataSourceReader):
 class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream``: micro-batches of offset ranges, admission control, AvailableNow."""
 
-    def __init__(self, options: KafkaSourceOptions):
-        self.options = options
+    def __init__(self, options: KafkaSourceOptions, decoder: RecordDecoder | None = None):
+        self.options, self.decoder = options, decoder
         self._broker: BrokerClient | None = None
         self._latest: tuple[float, Offsets] | None = None  # (monotonic time fetched, offsets)
         self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
@@ -114,10 +121,10 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
 
     def __getstate__(self) -> dict:
         # read() runs on an unpickled copy in an executor: no client, no driver-side caches.
-        return {"options": self.options}
+        return {"options": self.options, "decoder": self.decoder}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["options"])
+        self.__init__(state["options"], state["decoder"])
 
     @property
     def broker(self) -> BrokerClient:

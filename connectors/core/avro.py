@@ -1,0 +1,786 @@
+"""Avro <-> Spark/Arrow: the type mapping, and columnar decoding and encoding of Avro bodies.
+
+Shared by the Kafka connector (Schema Registry wire format) and the file connector (object
+container files). Types map as spark-avro maps them (``SchemaConverters``), except that a
+nullable Spark type becomes ``["null", T]`` with ``"default": null``, as Flink writes it, so a
+field added later can be read from older records.
+
+Decoding is columnar: the bodies of many records written with one schema are put into one Avro
+object-container block in memory and decoded at once by polars' Rust reader into Arrow; schema
+resolution (writer -> reader: defaults, dropped fields, promotions) is then applied to the Arrow
+columns. Schemas that reader cannot take (maps, unions of several types) and any block that fails
+go record by record through fastavro, which also finds the records that cannot be decoded.
+
+Encoding is columnar too: every leaf computes its encoded length per row with numpy, the row
+offsets follow, then each leaf writes its bytes into one buffer at once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    NullType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from connectors.core.arrow import arrow_schema
+
+__all__ = ["AvroError", "Decoder", "Encoder", "parse", "spark_type", "read_type", "arrow_type", "from_spark",
+           "container_header", "container_block", "read_header", "read_varint", "CODECS", "SYNC_SIZE"]
+
+SYNC_SIZE = 16
+MAGIC = b"Obj\x01"
+
+
+class AvroError(ValueError):
+    """A schema that cannot be mapped, or a value that cannot be encoded."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+
+
+def parse(schema: str | dict | list) -> dict | list | str:
+    """An Avro schema (JSON text or parsed) expanded: named types inlined where used."""
+    try:
+        raw = json.loads(schema) if isinstance(schema, str) else schema
+        return fastavro.parse_schema(raw, expand=True, _write_hint=False)
+    except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException,
+            fastavro.schema.UnknownType) as exc:
+        raise AvroError(f"not a valid Avro schema: {exc}") from None
+
+
+def _type(schema: Any) -> str:
+    return schema if isinstance(schema, str) else "union" if isinstance(schema, list) else schema["type"]
+
+
+def _logical(schema: Any) -> str | None:
+    return schema.get("logicalType") if isinstance(schema, dict) else None
+
+
+def _nullable(schema: Any) -> tuple[Any, bool]:
+    """``(T, True)`` for a union of null and one type T, else ``(schema, False)``."""
+    if isinstance(schema, list) and "null" in schema and len(schema) == 2:
+        return next(s for s in schema if s != "null"), True
+    return schema, False
+
+
+def spark_type(schema: Any) -> tuple[DataType, bool]:
+    """Avro -> (Spark type, nullable), spark-avro's mapping."""
+    inner, nullable = _nullable(schema)
+    kind, logical = _type(inner), _logical(inner)
+    if kind == "union":
+        raise AvroError(f"unions of several non-null types are not supported: {json.dumps(inner)}")
+    if logical == "decimal":
+        return DecimalType(inner["precision"], inner.get("scale", 0)), nullable
+    if logical in ("timestamp-millis", "timestamp-micros"):
+        return TimestampType(), nullable
+    if logical in ("local-timestamp-millis", "local-timestamp-micros"):
+        return TimestampNTZType(), nullable
+    if logical == "date":
+        return DateType(), nullable
+    primitive = {"null": NullType(), "boolean": BooleanType(), "int": IntegerType(), "long": LongType(),
+                 "float": FloatType(), "double": DoubleType(), "bytes": BinaryType(), "string": StringType(),
+                 "enum": StringType(), "fixed": BinaryType()}
+    if kind in primitive:
+        return primitive[kind], nullable or kind == "null"
+    if kind == "record":
+        fields = []
+        for field in inner["fields"]:
+            child, child_nullable = spark_type(field["type"])
+            fields.append(StructField(field["name"], child, child_nullable))
+        return StructType(fields), nullable
+    if kind == "array":
+        items, items_nullable = spark_type(inner["items"])
+        return ArrayType(items, items_nullable), nullable
+    if kind == "map":
+        values, values_nullable = spark_type(inner["values"])
+        return MapType(StringType(), values, values_nullable), nullable
+    raise AvroError(f"Avro type {kind!r} is not supported")
+
+
+def from_spark(data_type: DataType, nullable: bool = False, name: str = "topLevelRecord",
+               namespace: str = "") -> Any:
+    """Spark -> Avro schema (as JSON-able data). Nullable types become ``["null", T]``."""
+    full = f"{namespace}.{name}" if namespace else name
+    if isinstance(data_type, StructType):
+        fields = []
+        for field in data_type.fields:
+            field_schema = from_spark(field.dataType, field.nullable, field.name, full)
+            entry = {"name": field.name, "type": field_schema}
+            if field.nullable:
+                entry["default"] = None
+            fields.append(entry)
+        schema: Any = {"type": "record", "name": name, "fields": fields}
+        if namespace:
+            schema["namespace"] = namespace
+    elif isinstance(data_type, ArrayType):
+        schema = {"type": "array", "items": from_spark(data_type.elementType, data_type.containsNull, name, full)}
+    elif isinstance(data_type, MapType):
+        if not isinstance(data_type.keyType, StringType):
+            raise AvroError(f"Avro maps need string keys, not {data_type.keyType.simpleString()}")
+        schema = {"type": "map", "values": from_spark(data_type.valueType, data_type.valueContainsNull, name, full)}
+    elif isinstance(data_type, DecimalType):
+        schema = {"type": "bytes", "logicalType": "decimal", "precision": data_type.precision,
+                  "scale": data_type.scale}
+    else:
+        simple = {BooleanType: "boolean", ByteType: "int", ShortType: "int", IntegerType: "int", LongType: "long",
+                  FloatType: "float", DoubleType: "double", BinaryType: "bytes", StringType: "string",
+                  NullType: "null"}
+        logical = {DateType: ("int", "date"), TimestampType: ("long", "timestamp-micros"),
+                   TimestampNTZType: ("long", "local-timestamp-micros")}
+        if type(data_type) in simple:
+            schema = simple[type(data_type)]
+        elif type(data_type) in logical:
+            base, logical_type = logical[type(data_type)]
+            schema = {"type": base, "logicalType": logical_type}
+        else:
+            raise AvroError(f"Spark type {data_type.simpleString()} has no Avro equivalent")
+    return ["null", schema] if nullable and schema != "null" else schema
+
+
+def read_type(schema: Any) -> DataType:
+    """The Spark type of a decoded Avro value: spark-avro's, with every field nullable, so that a
+    record that cannot be decoded can be a null struct."""
+    return _all_nullable(spark_type(schema)[0])
+
+
+def _all_nullable(data_type: DataType) -> DataType:
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _all_nullable(f.dataType), True) for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_all_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(data_type.keyType, _all_nullable(data_type.valueType), True)
+    return data_type
+
+
+def arrow_type(schema: Any) -> pa.DataType:
+    """The Arrow type of :func:`read_type`, as a Python data source returns it."""
+    return arrow_schema(StructType([StructField("v", read_type(schema))])).field("v").type
+
+
+# ---------------------------------------------------------------------------------------------
+# Object container files
+
+
+def _varint(n: int) -> bytes:
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def container_header(schema_json: str, codec: str = "null", sync: bytes | None = None) -> tuple[bytes, bytes]:
+    """An object container file's header, and its sync marker."""
+    sync = sync or os.urandom(SYNC_SIZE)
+    meta = {b"avro.schema": schema_json.encode(), b"avro.codec": codec.encode()}
+    parts = [MAGIC, _varint(len(meta))]
+    for key, value in meta.items():
+        parts += [_varint(len(key)), key, _varint(len(value)), value]
+    parts += [_varint(0), sync]
+    return b"".join(parts), sync
+
+
+def container_block(count: int, data: bytes | memoryview, sync: bytes) -> bytes:
+    """One data block: record count, byte size, the (compressed) records, the sync marker."""
+    return b"".join((_varint(count), _varint(len(data)), data, sync))
+
+
+def _deflate(data: bytes) -> bytes:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return compressor.compress(data) + compressor.flush()
+
+
+def _snappy(data: bytes) -> bytes:
+    return pa.Codec("snappy").compress(data, asbytes=True) + struct.pack(">I", zlib.crc32(data))
+
+
+def _unsnappy(data: bytes) -> bytes:
+    raw = pa.Codec("snappy").decompress(data[:-4], _snappy_length(data), asbytes=True)
+    if struct.unpack(">I", data[-4:])[0] != zlib.crc32(raw):
+        raise ValueError("snappy block checksum mismatch")
+    return raw
+
+
+def _snappy_length(data: bytes) -> int:
+    """The uncompressed length a raw snappy block starts with (a varint)."""
+    length, shift = 0, 0
+    for byte in data[:5]:
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return length
+    raise ValueError("not a snappy block")
+
+
+def _unzstd(data: bytes) -> bytes:
+    # a frame need not record its content size: decompress it as a stream
+    return pa.CompressedInputStream(pa.BufferReader(data), "zstd").read()
+
+
+# Avro codec name -> (compress, decompress). Snappy blocks end with the CRC-32 of the raw data.
+CODECS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
+    "null": (bytes, bytes),
+    "deflate": (_deflate, lambda data: zlib.decompress(data, -15)),
+    "snappy": (_snappy, _unsnappy),
+    "zstandard": (lambda data: pa.Codec("zstd").compress(data, asbytes=True), _unzstd),
+}
+
+
+def read_varint(stream: BinaryIO) -> int:
+    n, shift = 0, 0
+    while True:
+        byte = stream.read(1)
+        if not byte:
+            raise EOFError("the file ends inside a number")
+        n |= (byte[0] & 0x7F) << shift
+        shift += 7
+        if byte[0] < 0x80:
+            return (n >> 1) ^ -(n & 1)
+
+
+def read_header(stream: BinaryIO) -> tuple[str, str, bytes]:
+    """``(schema JSON, codec, sync marker)`` of an object container file; leaves ``stream`` after it."""
+    if stream.read(4) != MAGIC:
+        raise ValueError("not an Avro object container file (no Obj\\x01 magic)")
+    meta: dict[bytes, bytes] = {}
+    while (count := read_varint(stream)) != 0:
+        if count < 0:
+            read_varint(stream)  # a negative count is followed by the block's size
+        for _ in range(abs(count)):
+            key = stream.read(read_varint(stream))
+            meta[key] = stream.read(read_varint(stream))
+    sync = stream.read(SYNC_SIZE)
+    codec = meta.get(b"avro.codec", b"null").decode()
+    if codec not in CODECS:
+        raise ValueError(f"codec {codec!r} is not supported (null, deflate, snappy, zstandard are)")
+    return meta[b"avro.schema"].decode(), codec, sync
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def _polars_can_read(schema: Any) -> bool:
+    """Whether polars' Avro reader takes this writer schema (no maps, no general unions, no times)."""
+    inner, _ = _nullable(schema)
+    kind = _type(inner)
+    if kind in ("union", "map") or _logical(inner) in ("time-millis", "time-micros"):
+        return False
+    if kind == "record":
+        return all(_polars_can_read(f["type"]) for f in inner["fields"])
+    if kind == "array":
+        return _polars_can_read(inner["items"])
+    return True
+
+
+class _Unresolvable(Exception):
+    """Writer -> reader resolution that the Arrow path does not do; fastavro does it per record."""
+
+
+_PROMOTIONS = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"), ("long", "double"),
+               ("float", "double"), ("string", "bytes"), ("bytes", "string")}
+
+
+def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> pa.Array:
+    """Avro schema resolution on a decoded Arrow column, cast to ``target``."""
+    w, w_null = _nullable(writer)
+    r, r_null = _nullable(reader)
+    if w_null and not r_null and array.null_count:
+        raise _Unresolvable("null written where the reader schema allows none")
+    wk, rk = _type(w), _type(r)
+    if wk == "record" and rk == "record":
+        by_name = {f["name"]: f for f in w["fields"]}
+        for f in w["fields"]:
+            for alias in f.get("aliases", ()):
+                by_name.setdefault(alias, f)
+        children = []
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        for field, child_type in zip(r["fields"], target):
+            source = by_name.get(field["name"]) or next(
+                (by_name[a] for a in field.get("aliases", ()) if a in by_name), None)
+            if source is not None:
+                children.append(_resolve(array.field(source["name"]), source["type"], field["type"], child_type.type))
+            elif "default" in field:
+                children.append(_constant(field["default"], field["type"], child_type.type, len(array)))
+            else:
+                raise _Unresolvable(f"field {field['name']!r} is missing in the writer schema and has no default")
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
+    if wk == "array" and rk == "array":
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        array = array.cast(pa.large_list(array.type.value_type)) if pa.types.is_list(array.type) else array
+        items = _resolve(array.values, w["items"], r["items"], target.value_type)
+        return pa.LargeListArray.from_arrays(array.offsets, items, mask=array.is_null()).cast(target)
+    if wk == "enum" and rk == "enum" and not set(w["symbols"]) <= set(r["symbols"]):
+        raise _Unresolvable("enum symbols the reader does not know")
+    if (wk != rk and (wk, rk) not in _PROMOTIONS) or _logical(w) != _logical(r):
+        raise _Unresolvable(f"{wk} cannot be read as {rk}")
+    if wk in ("fixed", "enum") and w.get("name") != r.get("name"):
+        raise _Unresolvable("named types with different names")
+    return array.cast(target)
+
+
+def _constant(default: Any, schema: Any, target: pa.DataType, count: int) -> pa.Array:
+    inner, _ = _nullable(schema)
+    if isinstance(schema, list):  # a union's default is of its first branch
+        inner = schema[0]
+    if default is not None and _type(inner) in ("bytes", "fixed"):
+        default = default.encode("latin-1")
+    return pa.array([default] * count, target)
+
+
+def _polars_read(container: bytes) -> pa.StructArray:
+    import polars  # noqa: PLC0415 - heavy; only workers that decode Avro pay for it
+
+    table = polars.read_avro(io.BytesIO(container)).to_arrow()
+    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
+
+
+class Decoder:
+    """Avro bodies written with ``writer`` -> Arrow values of the ``reader`` schema (``target`` type)."""
+
+    def __init__(self, writer_json: str, reader: Any, target: pa.DataType):
+        self.writer_json = writer_json
+        self.writer = parse(writer_json)
+        self.reader, self.target = reader, target
+        self.columnar = _polars_can_read(self.writer) and _type(_nullable(self.writer)[0]) == "record"
+        self._fastavro_writer = fastavro.parse_schema(json.loads(writer_json))
+        self._fastavro_reader = fastavro.parse_schema(reader) if reader is not None else None
+        self._header = container_header(writer_json)
+        self._sizer: Encoder | None = None
+
+    def decode(self, bodies: pa.BinaryArray | pa.LargeBinaryArray) -> tuple[pa.Array, dict[int, str]]:
+        """The values, and ``{index: reason}`` for bodies that cannot be decoded (null there)."""
+        if self.columnar:
+            from polars.exceptions import PanicException  # noqa: PLC0415 - polars is heavy to import
+
+            try:
+                return self._columnar(bodies), {}
+            except (PanicException, Exception):  # noqa: BLE001 - any failure: find the culprits one by one
+                pass
+        return self._per_record(bodies.to_pylist())
+
+    def decode_block(self, count: int, data: bytes) -> pa.Array:
+        """The records of one uncompressed container block (an Avro file's), read with the writer schema."""
+        header, sync = self._header
+        block = header + container_block(count, data, sync)
+        if self.columnar:
+            from polars.exceptions import PanicException  # noqa: PLC0415
+
+            try:
+                return _resolve(_polars_read(block), self.writer, self.writer, self.target)
+            except (PanicException, Exception):  # noqa: BLE001 - fastavro gives the reason, if any
+                pass
+        return pa.array(list(fastavro.reader(io.BytesIO(block))), self.target)
+
+    def _columnar(self, bodies: pa.Array) -> pa.Array:
+        width = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32
+        offsets = np.frombuffer(bodies.buffers()[1], width)[bodies.offset:bodies.offset + len(bodies) + 1]
+        data = memoryview(bodies.buffers()[2] or b"")[int(offsets[0]):int(offsets[-1])]
+        header, sync = self._header
+        block = header + container_block(len(bodies), data, sync)
+        decoded = _polars_read(block)
+        # The block has no record boundaries: a record with bytes missing or left over shifts the
+        # ones after it. Each record's size, computed from its decoded values, must be its body's.
+        if self._sizer is None:
+            self._sizer = Encoder(self.writer, decoded.type)
+        if len(decoded) != len(bodies) or not np.array_equal(self._sizer.sizes(decoded), np.diff(offsets)):
+            raise _Unresolvable("a record's size differs from its body's")
+        return _resolve(decoded, self.writer, self.reader, self.target)
+
+    def _per_record(self, bodies: list[bytes]) -> tuple[pa.Array, dict[int, str]]:
+        rows, bad = [], {}
+        reader, writer = fastavro.schemaless_reader, self._fastavro_writer
+        for index, body in enumerate(bodies):
+            try:
+                stream = io.BytesIO(body)
+                row = reader(stream, writer, self._fastavro_reader)
+                if stream.tell() != len(body):
+                    raise ValueError(f"{len(body) - stream.tell()} bytes left after the record")
+                rows.append(row)
+            except Exception as exc:  # noqa: BLE001 - whatever fastavro raises, the record is bad
+                rows.append(None)
+                bad[index] = f"{type(exc).__name__}: {exc}"
+        return pa.array(rows, self.target), bad
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def ranges_mask(length: int, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """A mask of ``length`` bytes, true in the disjoint ranges ``[start, start + size)``: cheaper than
+    an index per byte."""
+    marks = np.zeros(length + 1, np.int8)
+    marks[starts] += 1
+    marks[starts + sizes] -= 1
+    return np.cumsum(marks[:-1], dtype=np.int8).view(bool)
+
+
+def _varint_lengths(zz: np.ndarray) -> np.ndarray:
+    lengths = np.ones(len(zz), np.int64)
+    for k in range(1, 10):
+        lengths += zz >= np.uint64(1 << (7 * k))
+    return lengths
+
+
+def _write_varints(out: np.ndarray, pos: np.ndarray, zz: np.ndarray, lengths: np.ndarray) -> None:
+    for k in range(10):
+        rows = np.flatnonzero(lengths > k)
+        if not len(rows):
+            return
+        byte = (zz[rows] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        byte |= np.where(lengths[rows] > k + 1, np.uint64(0x80), np.uint64(0))
+        out[pos[rows] + k] = byte.astype(np.uint8)
+
+
+def _zigzag(values: np.ndarray) -> np.ndarray:
+    v = values.astype(np.int64)
+    return ((v << 1) ^ (v >> 63)).view(np.uint64)
+
+
+class _Node:
+    """One Avro type's encoder. ``prepare`` computes per-element lengths (0 where absent);
+    ``write`` puts the bytes of every present element at ``pos``."""
+
+    lengths: np.ndarray
+
+    def prepare(self, array: pa.Array, present: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def write(self, out: np.ndarray, pos: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+def _check_no_nulls(array: pa.Array, present: np.ndarray, path: str) -> None:
+    if array.null_count and np.any(present & ~_valid(array)):
+        raise AvroError(f"{path} is null in a record, but its Avro type does not allow null")
+
+
+def _valid(array: pa.Array) -> np.ndarray:
+    if array.null_count == 0:
+        return np.ones(len(array), bool)
+    return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), bool)
+
+
+class _Varint(_Node):
+    def __init__(self, path: str, convert: Callable[[pa.Array], np.ndarray]):
+        self.path, self.convert = path, convert
+
+    def prepare(self, array, present):
+        _check_no_nulls(array, present, self.path)
+        self.zz = _zigzag(self.convert(array))
+        self.lengths = np.where(present, _varint_lengths(self.zz), 0)
+        self.present = present
+
+    def write(self, out, pos):
+        _write_varints(out, pos, self.zz, self.lengths)
+
+
+class _Fixed(_Node):
+    """Fixed-width little-endian values (float, double, boolean)."""
+
+    def __init__(self, path: str, dtype: str):
+        self.path, self.dtype = path, np.dtype(dtype)
+
+    def prepare(self, array, present):
+        _check_no_nulls(array, present, self.path)
+        values = array.fill_null(False if self.dtype == np.uint8 else 0).to_numpy(zero_copy_only=False)
+        self.bytes = np.ascontiguousarray(values.astype(self.dtype)).view(np.uint8).reshape(len(array), -1)
+        self.lengths = np.where(present, self.dtype.itemsize, 0)
+
+    def write(self, out, pos):
+        rows = np.flatnonzero(self.lengths)
+        for k in range(self.dtype.itemsize):
+            out[pos[rows] + k] = self.bytes[rows, k]
+
+
+class _Bytes(_Node):
+    """string, bytes (a length, then the bytes) and fixed (the bytes only)."""
+
+    def __init__(self, path: str, size: int | None = None):
+        self.path, self.size = path, size
+
+    def prepare(self, array, present):
+        _check_no_nulls(array, present, self.path)
+        if pa.types.is_fixed_size_binary(array.type) or pa.types.is_dictionary(array.type):
+            array = array.cast(pa.large_binary())
+        array = array.cast(pa.large_binary()) if not pa.types.is_large_binary(array.type) else array
+        offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset:array.offset + len(array) + 1]
+        self.data = np.frombuffer(array.buffers()[2] or b"", np.uint8)
+        self.starts = offsets[:-1]
+        sizes = np.where(present, offsets[1:] - offsets[:-1], 0)
+        if self.size is not None:
+            wrong = present & (sizes != self.size)
+            if wrong.any():
+                raise AvroError(f"{self.path} has {sizes[wrong][0]} bytes, but its Avro fixed type {self.size}")
+            self.head = np.zeros(len(array), np.int64)
+        else:
+            self.zz = _zigzag(sizes)
+            self.head = np.where(present, _varint_lengths(self.zz), 0)
+        self.sizes = sizes
+        self.lengths = self.head + sizes
+
+    def write(self, out, pos):
+        if self.size is None:
+            _write_varints(out, pos, self.zz, self.head)
+        rows = np.flatnonzero(self.sizes)
+        if len(rows):
+            # Source and destination ranges both ascend with the row: the k-th byte taken is the k-th put.
+            starts, sizes = self.starts[rows], self.sizes[rows]
+            out[ranges_mask(len(out), pos[rows] + self.head[rows], sizes)] = self.data[ranges_mask(
+                len(self.data), starts, sizes)]
+
+
+class _Record(_Node):
+    def __init__(self, fields: list[tuple[str, _Node, Any]], path: str):
+        self.fields, self.path = fields, path  # (arrow field name or None for a default, node, default)
+
+    def prepare(self, array, present):
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        _check_no_nulls(array, present, self.path or "the record")
+        self.lengths = np.zeros(len(array), np.int64)
+        for name, node, default in self.fields:
+            child = array.field(name) if name is not None else pa.array([default] * len(array))
+            node.prepare(child, present)
+            self.lengths += node.lengths
+
+    def write(self, out, pos):
+        pos = pos.copy()
+        for _, node, _ in self.fields:
+            node.write(out, pos)
+            pos += node.lengths
+
+
+class _Nullable(_Node):
+    def __init__(self, child: _Node, null_index: int):
+        self.child, self.null_index = child, null_index
+
+    def prepare(self, array, present):
+        valid = _valid(array) & present
+        self.child.prepare(array, valid)
+        self.valid = valid
+        self.lengths = np.where(present, 1, 0) + self.child.lengths
+
+    def write(self, out, pos):
+        # Branch indexes 0 and 1 zig-zag to the bytes 0 and 2; the buffer starts zeroed.
+        value_branch, null_branch = (2, 0) if self.null_index == 0 else (0, 2)
+        rows = np.flatnonzero(self.lengths)
+        out[pos[rows]] = np.where(self.valid[rows], value_branch, null_branch).astype(np.uint8)
+        self.child.write(out, pos + 1)
+
+
+class _Repeated(_Node):
+    """array and map: one block of ``count`` items, then the 0 that ends the blocks."""
+
+    def __init__(self, item: _Node, path: str, is_map: bool):
+        self.item, self.path, self.is_map = item, path, is_map
+
+    def prepare(self, array, present):
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        _check_no_nulls(array, present, self.path)
+        offsets = np.asarray(array.offsets.to_numpy(), np.int64)
+        first = offsets[0]
+        counts = np.where(present, offsets[1:] - offsets[:-1], 0)
+        values = array.values.slice(first, offsets[-1] - first)
+        if self.is_map:
+            values = pa.StructArray.from_arrays([array.keys.slice(first, len(values)),
+                                                 array.items.slice(first, len(values))], names=["key", "value"])
+        owner = np.repeat(np.arange(len(array)), offsets[1:] - offsets[:-1])
+        self.item.prepare(values, present[owner] if len(owner) else np.zeros(0, bool))
+        item_lengths = self.item.lengths
+        cumulative = np.concatenate(([0], np.cumsum(item_lengths)))
+        rel = offsets - first
+        content = cumulative[rel[1:]] - cumulative[rel[:-1]]
+        self.zz = _zigzag(counts)
+        self.head = np.where(counts > 0, _varint_lengths(self.zz), 0)
+        self.lengths = np.where(present, self.head + content + 1, 0)
+        self.counts, self.owner, self.cumulative, self.rel = counts, owner, cumulative, rel
+
+    def write(self, out, pos):
+        _write_varints(out, pos, self.zz, self.head)
+        if len(self.owner):
+            item_pos = pos[self.owner] + self.head[self.owner] + self.cumulative[:-1] - self.cumulative[self.rel[:-1]][self.owner]
+            self.item.write(out, item_pos)
+
+
+class _Python(_Node):
+    """Values converted one by one in Python (decimals), then written as bytes."""
+
+    def __init__(self, path: str, convert: Callable[[Any], bytes]):
+        self.path, self.convert = path, convert
+        self.inner = _Bytes(path)
+
+    def prepare(self, array, present):
+        values = [self.convert(v) if v is not None else b"" for v in array.to_pylist()]
+        self.inner.prepare(pa.array(values, pa.large_binary()), present)
+        self.lengths = self.inner.lengths
+
+    def write(self, out, pos):
+        self.inner.write(out, pos)
+
+
+def _decimal_bytes(scale: int) -> Callable[[Any], bytes]:
+    def convert(value) -> bytes:
+        unscaled = int(value.scaleb(scale))
+        return unscaled.to_bytes((unscaled.bit_length() + 8) // 8 or 1, "big", signed=True)
+
+    return convert
+
+
+def _int_values(unit: str = "us") -> Callable[[pa.Array], np.ndarray]:
+    """Integers of a column; timestamps in ``unit`` (the Avro logical type's), dates in days."""
+    def convert(array: pa.Array) -> np.ndarray:
+        if pa.types.is_timestamp(array.type):
+            array = array.cast(pa.timestamp(unit, array.type.tz), safe=False).cast(pa.int64())
+        elif pa.types.is_date(array.type):
+            array = array.cast(pa.int32())
+        return np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+
+    return convert
+
+
+def _enum_values(symbols: list[str], path: str) -> Callable[[pa.Array], np.ndarray]:
+    def convert(array: pa.Array) -> np.ndarray:
+        index = pc.index_in(array.cast(pa.string()), value_set=pa.array(symbols))
+        unknown = pc.and_(index.is_null(), array.is_valid())
+        if pc.any(unknown).as_py():
+            value = array.filter(unknown)[0].as_py()
+            raise AvroError(f"{path} is {value!r}, not a symbol of its Avro enum {symbols}")
+        return np.asarray(index.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+
+    return convert
+
+
+def _compile(schema: Any, arrow: pa.DataType, path: str) -> _Node:
+    if isinstance(schema, list):
+        inner, nullable = _nullable(schema)
+        if not nullable:
+            raise AvroError(f"{path}: unions of several non-null types cannot be written")
+        return _Nullable(_compile(inner, arrow, path), schema.index("null"))
+    kind, logical = _type(schema), _logical(schema)
+    if logical == "decimal":
+        return _Python(path, _decimal_bytes(schema.get("scale", 0)))
+    if logical in ("timestamp-millis", "local-timestamp-millis"):
+        return _Varint(path, _int_values("ms"))
+    if kind in ("int", "long"):
+        return _Varint(path, _int_values())
+    if kind == "enum":
+        return _Varint(path, _enum_values(schema["symbols"], path))
+    if kind in ("float", "double", "boolean"):
+        return _Fixed(path, {"float": "<f4", "double": "<f8", "boolean": "u1"}[kind])
+    if kind in ("string", "bytes"):
+        return _Bytes(path)
+    if kind == "fixed":
+        return _Bytes(path, schema["size"])
+    if kind == "null":
+        return _Constant()
+    if kind == "record":
+        if not pa.types.is_struct(arrow):
+            raise AvroError(f"{path or 'the value'} is {arrow}, but its Avro schema is a record")
+        names = {arrow.field(i).name: arrow.field(i) for i in range(arrow.num_fields)}
+        fields = []
+        for field in schema["fields"]:
+            prefix = f"{path}." if path else ""
+            if field["name"] in names:
+                node = _compile(field["type"], names[field["name"]].type, prefix + field["name"])
+                fields.append((field["name"], node, None))
+            elif "default" in field:
+                data_type, _ = spark_type(field["type"])
+                default_type = arrow_schema(StructType([StructField("v", data_type)])).field("v").type
+                fields.append((None, _compile(field["type"], default_type, prefix + field["name"]), field["default"]))
+            else:
+                raise AvroError(f"the data has no column {prefix + field['name']} and its Avro field has no default")
+        return _Record(fields, path)
+    if kind == "array":
+        if not (pa.types.is_list(arrow) or pa.types.is_large_list(arrow)):
+            raise AvroError(f"{path} is {arrow}, but its Avro schema is an array")
+        return _Repeated(_compile(schema["items"], arrow.value_type, path + "[]"), path, is_map=False)
+    if kind == "map":
+        if not pa.types.is_map(arrow):
+            raise AvroError(f"{path} is {arrow}, but its Avro schema is a map")
+        entry = _Record([("key", _Bytes(path + ".key"), None),
+                         ("value", _compile(schema["values"], arrow.item_type, path + "{}"), None)], path)
+        return _Repeated(entry, path, is_map=True)
+    raise AvroError(f"{path}: Avro type {kind!r} cannot be written")
+
+
+class _Constant(_Node):
+    """The null type: nothing is written."""
+
+    def prepare(self, array, present):
+        self.lengths = np.zeros(len(array), np.int64)
+
+    def write(self, out, pos):
+        pass
+
+
+class Encoder:
+    """Arrow values -> Avro bodies of ``schema``, each after ``prefix`` (the wire format's 5 bytes)."""
+
+    def __init__(self, schema: Any, arrow: pa.DataType, prefix: bytes = b""):
+        self.schema = parse(schema) if isinstance(schema, str) else schema
+        self.root = _compile(self.schema, arrow, "")
+        self.prefix = np.frombuffer(prefix, np.uint8)
+
+    def sizes(self, array: pa.Array) -> np.ndarray:
+        """The encoded size of every value (prefix excluded), without encoding."""
+        self.root.prepare(array, np.ones(len(array), bool))
+        return self.root.lengths
+
+    def lengths_and_bytes(self, array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Per-record lengths (prefix included) and the concatenated bytes."""
+        present = _valid(array)  # a null value stays null (a tombstone), it is not encoded
+        self.root.prepare(array, present)
+        lengths = self.root.lengths + np.where(present, len(self.prefix), 0)
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        out = np.zeros(int(offsets[-1]), np.uint8)
+        starts = offsets[:-1][present]
+        for k, byte in enumerate(self.prefix):
+            out[starts + k] = byte
+        self.root.write(out, offsets[:-1] + len(self.prefix))
+        return offsets, out
+
+    def encode(self, array: pa.Array) -> pa.Array:
+        """One binary value per input value (a null input gives a null output)."""
+        offsets, out = self.lengths_and_bytes(array)
+        validity = None if not array.null_count else pa.array(_valid(array)).buffers()[1]
+        return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(array),
+                                                [validity, pa.py_buffer(offsets), pa.py_buffer(out)],
+                                                null_count=array.null_count)

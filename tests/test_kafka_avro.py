@@ -1,0 +1,365 @@
+"""avro-confluent keys and values, against the real broker and the real Schema Registry: the
+source's decoding (evolution, FAILFAST / PERMISSIVE), the sink's encoding, and interoperability
+with confluent-kafka's own AvroSerializer / AvroDeserializer both ways."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import json
+import time
+
+import fastavro
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from connectors.core import avro
+from connectors.core.options import OptionError
+from connectors.kafka.source.options import KafkaSourceOptions
+
+FORMAT = "connectors.kafka"
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "customer", "type": "string"},
+    {"name": "amount", "type": "double"},
+    {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+]}
+# v2 adds a field with a default (a BACKWARD-compatible change)
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"], {"name": "channel", "type": "string", "default": "web"}]}
+AT = datetime.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=datetime.timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def registry(schema_registry_url) -> SchemaRegistryClient:
+    return SchemaRegistryClient({"url": schema_registry_url})
+
+
+@pytest.fixture(scope="module")
+def admin(kafka_bootstrap) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+@pytest.fixture
+def topic(admin, unique) -> str:
+    admin.create_topics([NewTopic(unique, 1, 1)])[unique].result(30)
+    return unique
+
+
+def order(i: int, **extra) -> dict:
+    return {"id": i, "customer": f"c{i % 7}", "amount": i * 1.5, "note": None if i % 3 else f"n{i}", "at": AT, **extra}
+
+
+def serializer(registry: SchemaRegistryClient, schema: dict) -> AvroSerializer:
+    return AvroSerializer(registry, json.dumps(schema), conf={"auto.register.schemas": True})
+
+
+def produce_with_confluent(bootstrap: str, topic: str, ser: AvroSerializer, rows: list[dict],
+                           field: str = MessageField.VALUE) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for row in rows:
+        data = ser(row, SerializationContext(topic, field))
+        if field == MessageField.VALUE:
+            producer.produce(topic, value=data)
+        else:
+            producer.produce(topic, key=data, value=b"v")
+    assert producer.flush(30) == 0
+
+
+def produce_raw(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+
+def read(spark, bootstrap: str, topic: str, url: str, **options):
+    reader = (spark.read.format(FORMAT).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+              .option("valueFormat", "avro-confluent").option("schema.registry.url", url))
+    return reader.options(**options).load()
+
+
+# -- source ---------------------------------------------------------------------------------
+
+
+def test_source_decodes_confluent_records_across_a_schema_evolution(spark, kafka_bootstrap, schema_registry_url,
+                                                                     registry, topic):
+    """Records written by confluent-kafka's AvroSerializer with v1, then v2 (a field added with a
+    default) in the middle of the topic: the reader schema is the subject's latest (v2), the v1
+    records get the default."""
+    produce_with_confluent(kafka_bootstrap, topic, serializer(registry, ORDER_V1), [order(i) for i in range(5)])
+    produce_with_confluent(kafka_bootstrap, topic, serializer(registry, ORDER_V2),
+                           [order(i, channel="app") for i in range(5, 8)])
+    df = read(spark, kafka_bootstrap, topic, schema_registry_url)
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:bigint,customer:string,amount:double,note:string,at:timestamp,channel:string>")
+    rows = [r.value.asDict() for r in df.orderBy("offset").collect()]
+    assert [r["id"] for r in rows] == list(range(8))
+    assert [r["channel"] for r in rows] == ["web"] * 5 + ["app"] * 3
+    assert rows[3]["note"] == "n3" and rows[4]["note"] is None
+    assert rows[0]["at"].astimezone(datetime.timezone.utc) == AT
+    assert rows[6]["amount"] == 9.0 and rows[6]["customer"] == "c6"
+
+    # pinned to v1: the v2 records lose the new field (schema resolution drops it)
+    pinned = read(spark, kafka_bootstrap, topic, schema_registry_url, valueSchemaVersion="1")
+    assert pinned.schema["value"].dataType.names == ["id", "customer", "amount", "note", "at"]
+    assert [r.value.id for r in pinned.orderBy("offset").collect()] == list(range(8))
+
+
+def test_source_reader_schema_and_key_format(spark, kafka_bootstrap, schema_registry_url, registry, topic):
+    key_schema = {"type": "record", "name": "Key", "fields": [{"name": "k", "type": "int"}]}
+    produce_with_confluent(kafka_bootstrap, topic, serializer(registry, key_schema),
+                           [{"k": i} for i in range(3)], field=MessageField.KEY)
+    reader_schema = {"type": "record", "name": "Key", "fields": [{"name": "k", "type": "long"},
+                                                                 {"name": "extra", "type": "string", "default": "x"}]}
+    df = (spark.read.format(FORMAT).option("kafka.bootstrap.servers", kafka_bootstrap).option("subscribe", topic)
+          .option("keyFormat", "avro-confluent").option("keySchema", json.dumps(reader_schema))
+          .option("schema.registry.url", schema_registry_url).load())
+    assert df.schema["key"].dataType.simpleString() == "struct<k:bigint,extra:string>"
+    assert [(r.key.k, r.key.extra, r.value) for r in df.orderBy("offset").collect()] == [
+        (i, "x", bytearray(b"v")) for i in range(3)]
+
+
+def _bad_records(registry: SchemaRegistryClient, topic: str) -> list[bytes]:
+    ser = serializer(registry, ORDER_V1)
+    good = ser(order(1), SerializationContext(topic, MessageField.VALUE))
+    return [
+        good,
+        b"\x01" + good[1:],                     # wrong magic byte
+        b"\x00\x7f\xff\xff\x00" + good[5:],     # an id the registry does not have
+        good[:-3],                              # a body cut short
+        b"\x00\x00",                            # too short for the header
+        good,
+    ]
+
+
+def test_source_failfast_names_topic_partition_offset_and_schema_id(spark, kafka_bootstrap, schema_registry_url,
+                                                                    registry, topic):
+    produce_raw(kafka_bootstrap, topic, _bad_records(registry, topic))
+    with pytest.raises(Exception) as error:
+        read(spark, kafka_bootstrap, topic, schema_registry_url).collect()
+    message = str(error.value)
+    assert f"topic {topic} partition 0 offset 1" in message
+    assert "wire format" in message and "mode=PERMISSIVE" in message
+    # offset 2, the unknown id, is named with its id when it is the first bad one
+    with pytest.raises(Exception) as error:
+        read(spark, kafka_bootstrap, topic, schema_registry_url,
+             startingOffsets=json.dumps({topic: {"0": 2}})).collect()
+    assert f"offset 2 (schema id {0x7fffff00})" in str(error.value)
+
+
+def test_source_permissive_keeps_raw_bytes_of_bad_records(spark, kafka_bootstrap, schema_registry_url, registry,
+                                                          topic):
+    records = _bad_records(registry, topic)
+    produce_raw(kafka_bootstrap, topic, records)
+    df = read(spark, kafka_bootstrap, topic, schema_registry_url, mode="PERMISSIVE",
+              columnNameOfCorruptRecord="bad")
+    rows = df.orderBy("offset").collect()
+    assert [r.value is None for r in rows] == [False, True, True, True, True, False]
+    assert [None if r.bad is None else bytes(r.bad) for r in rows] == [None, *records[1:5], None]
+    assert rows[5].value.id == 1
+
+
+def test_source_options_are_checked_at_query_start(kafka_bootstrap, schema_registry_url, topic):
+    base = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic}
+    with pytest.raises(OptionError, match="'schema.registry.url': required with valueFormat avro-confluent"):
+        KafkaSourceOptions.from_options({**base, "valueFormat": "avro-confluent"})
+    with pytest.raises(OptionError, match="'valueFormat' = 'avro': expected one of raw, avro-confluent"):
+        KafkaSourceOptions.from_options({**base, "valueFormat": "avro"})
+    with pytest.raises(OptionError, match="'valueSchema' = '\\{\"type\": \"recrd\"\\}': not a valid Avro schema"):
+        KafkaSourceOptions.from_options({**base, "valueSchema": '{"type": "recrd"}'})
+    secret = KafkaSourceOptions.from_options({**base, "valueFormat": "avro-confluent",
+                                              "schema.registry.url": schema_registry_url,
+                                              "schema.registry.basic.auth.user.info": "me:hunter2"})
+    assert "hunter2" not in repr(secret)
+    assert secret.registry_settings()["basic.auth.user.info"] == "me:hunter2"
+
+
+def test_source_without_a_subject_fails_at_query_start(spark, kafka_bootstrap, schema_registry_url, topic):
+    with pytest.raises(Exception, match=f"subject '{topic}-value'"):
+        read(spark, kafka_bootstrap, topic, schema_registry_url).schema
+
+
+# -- the columnar codec ---------------------------------------------------------------------
+
+
+def test_columnar_decoding_matches_fastavro_and_encoding_is_byte_exact():
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "l", "type": "long"}, {"name": "s", "type": "string"}, {"name": "f", "type": "float"},
+        {"name": "b", "type": "boolean"}, {"name": "n", "type": ["null", "long"], "default": None},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+        {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "t", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "a", "type": {"type": "array", "items": ["string", "null"]}},
+        {"name": "r", "type": ["null", {"type": "record", "name": "In", "fields": [{"name": "x", "type": "bytes"}]}]},
+    ]}
+    rows = [{"l": (-1) ** i * i ** 8, "s": "é" * (i % 5), "f": i / 4, "b": i % 2 == 0, "n": None if i % 3 else i,
+             "e": "AB"[i % 2], "d": datetime.date(2020, 1, 1) + datetime.timedelta(days=i),
+             "t": AT + datetime.timedelta(milliseconds=i), "a": [None if j % 2 else str(j) for j in range(i % 4)],
+             "r": None if i % 4 == 0 else {"x": bytes(range(i % 6))}} for i in range(200)]
+    parsed = fastavro.parse_schema(schema)
+    bodies = []
+    for row in rows:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, row)
+        bodies.append(out.getvalue())
+    decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
+    assert decoder.columnar
+    columnar = decoder._columnar(pa.array(bodies, pa.binary()))
+    per_record, bad = decoder._per_record(bodies)
+    assert bad == {} and columnar.equals(per_record)
+    encoded = avro.Encoder(avro.parse(schema), columnar.type, b"\x00\x00\x00\x00\x09").encode(columnar).to_pylist()
+    assert [e[5:] for e in encoded] == bodies and {e[:5] for e in encoded} == {b"\x00\x00\x00\x00\x09"}
+
+
+def test_misaligned_bodies_are_found_record_by_record():
+    """A block has no record boundaries: a body with a byte too many would shift the next one."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}
+    bodies = []
+    for i in range(4):
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), {"a": i, "b": f"s{i}"})
+        bodies.append(out.getvalue())
+    bodies[1] += b"\x01"
+    decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
+    values, bad = decoder.decode(pa.array(bodies, pa.binary()))
+    assert list(bad) == [1] and "left after the record" in bad[1]
+    assert values.to_pylist() == [{"a": 0, "b": "s0"}, None, {"a": 2, "b": "s2"}, {"a": 3, "b": "s3"}]
+
+
+# -- sink -----------------------------------------------------------------------------------
+
+
+def consume_all(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    messages, deadline = [], time.monotonic() + timeout
+    while len(messages) < count and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            messages.append(message)
+    consumer.close()
+    assert len(messages) == count
+    return messages
+
+
+def write(df, bootstrap: str, topic: str, url: str, **options) -> None:
+    (df.write.format(FORMAT).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+     .option("valueFormat", "avro-confluent").option("schema.registry.url", url).options(**options)
+     .mode("append").save())
+
+
+ORDERS_DDL = ("value struct<id:bigint not null,customer:string,amount:double,tags:array<string>,"
+              "at:timestamp,day:date,price:decimal(10,2)>")
+
+
+def orders_df(spark, ids, with_channel: bool = False):
+    ddl = ORDERS_DDL[:-1] + ",channel:string>" if with_channel else ORDERS_DDL
+    rows = []
+    for i in ids:
+        value = {"id": i, "customer": None if i % 4 == 0 else f"c{i}", "amount": i / 2, "tags": ["a"] * (i % 3),
+                 "at": AT, "day": datetime.date(2026, 1, i % 28 + 1), "price": decimal.Decimal(i) / 100}
+        if with_channel:
+            value["channel"] = "app"
+        rows.append((value,))
+    return spark.createDataFrame(rows, ddl)
+
+
+def test_sink_records_are_read_by_confluents_deserializer_across_an_evolution(
+        spark, kafka_bootstrap, schema_registry_url, registry, topic):
+    """Our sink writes v1 (derived from the Spark type, registered), then v2 with a nullable field
+    added; confluent-kafka's AvroDeserializer reads every record, with each writer schema and
+    resolved to v2."""
+    write(orders_df(spark, range(6)), kafka_bootstrap, topic, schema_registry_url)
+    write(orders_df(spark, range(6, 9), with_channel=True), kafka_bootstrap, topic, schema_registry_url)
+    versions = registry.get_versions(f"{topic}-value")
+    assert len(versions) == 2
+    v2 = registry.get_version(f"{topic}-value", versions[-1]).schema.schema_str
+
+    messages = consume_all(kafka_bootstrap, topic, 9)
+    plain, resolved = AvroDeserializer(registry), AvroDeserializer(registry, v2)
+    context = SerializationContext(topic, MessageField.VALUE)
+    values = sorted((plain(m.value(), context) for m in messages), key=lambda v: v["id"])
+    assert [v["id"] for v in values] == list(range(9))
+    assert values[1] == {"id": 1, "customer": "c1", "amount": 0.5, "tags": ["a"], "at": AT,
+                         "day": datetime.date(2026, 1, 2), "price": decimal.Decimal("0.01")}
+    assert values[4]["customer"] is None and values[7]["channel"] == "app"
+    assert "channel" not in values[0]
+    assert {resolved(m.value(), context).get("channel", "absent") for m in messages} == {None, "app"}
+
+    # and our own source reads it back through the registry
+    back = read(spark, kafka_bootstrap, topic, schema_registry_url).select("value.*").orderBy("id").collect()
+    assert [(r.id, r.channel) for r in back] == [(i, None) for i in range(6)] + [(i, "app") for i in range(6, 9)]
+
+
+def test_sink_key_and_value_exactly_once(spark, kafka_bootstrap, schema_registry_url, registry, topic, unique):
+    df = spark.createDataFrame([((i,), (i, f"v{i}")) for i in range(5)], "key struct<k:int>, value struct<n:int,s:string>")
+    write(df, kafka_bootstrap, topic, schema_registry_url, keyFormat="avro-confluent",
+          deliveryGuarantee="exactly-once", transactionalIdPrefix=unique)
+    context = SerializationContext(topic, MessageField.KEY)
+    keys = AvroDeserializer(registry)
+    got = sorted((keys(m.key(), context)["k"], AvroDeserializer(registry)(m.value(), SerializationContext(
+        topic, MessageField.VALUE))["s"]) for m in consume_all(kafka_bootstrap, topic, 5))
+    assert got == [(i, f"v{i}") for i in range(5)]
+
+
+def test_sink_compatibility_refusal_fails_at_query_start(spark, kafka_bootstrap, schema_registry_url, registry,
+                                                         topic):
+    from confluent_kafka.schema_registry import ConfigCompatibilityLevel, ServerConfig  # noqa: PLC0415
+
+    subject = f"{topic}-value"
+    registry.register_schema(subject, Schema(json.dumps(ORDER_V1), "AVRO"))
+    registry.set_config(subject, ServerConfig(compatibility=ConfigCompatibilityLevel.BACKWARD))
+    # a new field without a default: readers of the new schema cannot read the old records
+    df = spark.createDataFrame([((1, "x"),)], "value struct<id:bigint not null,extra:string not null>")
+    with pytest.raises(Exception, match=f"subject '{subject}': registering the schema failed: HTTP 409"):
+        write(df, kafka_bootstrap, topic, schema_registry_url)
+    with pytest.raises(Exception, match="looking the schema up \\(autoRegisterSchemas=false\\) failed"):
+        write(df, kafka_bootstrap, topic, schema_registry_url, autoRegisterSchemas="false")
+    assert len(registry.get_versions(subject)) == 1
+
+
+def test_sink_rejects_values_its_schema_cannot_hold(spark, kafka_bootstrap, schema_registry_url, topic):
+    raw = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match="needs a struct column 'value'"):
+        write(raw, kafka_bootstrap, topic, schema_registry_url)
+    schema = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
+    nulls = spark.createDataFrame([(("a",),), ((None,),)], "value struct<s:string>")
+    with pytest.raises(Exception, match="cannot encode the value with schema id \\d+: s is null in a record"):
+        write(nulls, kafka_bootstrap, topic, schema_registry_url, valueSchema=json.dumps(schema))
+
+
+def test_stream_decodes_in_every_micro_batch(spark, kafka_bootstrap, schema_registry_url, registry, topic, tmp_path):
+    """The stream reader is pickled to the tasks with its decoder; AvailableNow in 2 micro-batches."""
+    produce_with_confluent(kafka_bootstrap, topic, serializer(registry, ORDER_V1), [order(i) for i in range(6)])
+    stream = (spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", kafka_bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 3)
+              .option("valueFormat", "avro-confluent").option("schema.registry.url", schema_registry_url).load())
+    query = (stream.select("value.id", "value.customer").writeStream.format("memory").queryName(f"avro_{topic}")
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) == 2
+    assert sorted(tuple(r) for r in spark.table(f"avro_{topic}").collect()) == [(i, f"c{i % 7}") for i in range(6)]
+
+
+def test_sink_writes_with_the_subjects_registered_version(spark, kafka_bootstrap, schema_registry_url, registry,
+                                                          topic):
+    """valueSchemaVersion: the subject's schema (its names, union order, namespace) is used as it
+    is; the struct's fields are matched by name, in any order, and nothing is registered."""
+    subject = f"{topic}-value"
+    schema_id = registry.register_schema(subject, Schema(json.dumps(ORDER_V2), "AVRO"))
+    df = spark.createDataFrame([(("n1", 2.5, AT, 7, None),)],
+                               "value struct<customer:string,amount:double,at:timestamp,id:bigint,note:string>")
+    write(df, kafka_bootstrap, topic, schema_registry_url, valueSchemaVersion="latest")
+    [message] = consume_all(kafka_bootstrap, topic, 1)
+    assert message.value()[:5] == b"\x00" + schema_id.to_bytes(4, "big")
+    got = AvroDeserializer(registry)(message.value(), SerializationContext(topic, MessageField.VALUE))
+    assert got == {"id": 7, "customer": "n1", "amount": 2.5, "note": None, "at": AT, "channel": "web"}
+    assert len(registry.get_versions(subject)) == 1
