@@ -36,6 +36,7 @@ from connectors.core.options import OptionError
 from connectors.kafka import KafkaSink, KafkaSinkOptions
 from connectors.kafka.sink.exactly_once import ALL, Progress, WorkUnit, _Skip
 from connectors.kafka.sink.records import HEADERS_TYPE, ColumnError, RecordLayout
+from connectors.testing.spark import run_available_now
 
 TESTS_DIR = Path(__file__).parent
 Record = collections.namedtuple("Record", "topic partition key value headers")
@@ -206,6 +207,7 @@ def test_skip_drops_exactly_the_committed_prefix():
 # --- writing: columns, batch and stream --------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_batch_write_honours_topic_partition_key_and_header_columns(spark, kafka_bootstrap, unique):
     first, second = create_topic(kafka_bootstrap, unique + "-a", 3), create_topic(kafka_bootstrap, unique + "-b", 3)
     schema = StructType([
@@ -266,7 +268,7 @@ def _java_partition(key: bytes, partitions: int) -> int:
     return (h & 0x7FFFFFFF) % partitions
 
 
-@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+@pytest.mark.parametrize("guarantee", ["at-least-once", pytest.param("exactly-once", marks=pytest.mark.smoke)])
 def test_batch_re_executed_after_its_commit_was_lost(spark, kafka_bootstrap, unique, tmp_path, guarantee):
     """The driver died after the tasks of batch 2 committed but before Spark recorded the batch:
     on restart Spark runs batch 2 again. Exactly-once skips it; at-least-once writes it twice."""
@@ -275,8 +277,8 @@ def test_batch_re_executed_after_its_commit_was_lost(spark, kafka_bootstrap, uni
     checkpoint = tmp_path / "cp"
 
     def run() -> None:
-        query = (numbers_stream(spark, 2999, 1000).writeStream.format("connectors.kafka").options(**options)
-                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query = run_available_now(numbers_stream(spark, 2999, 1000).writeStream.format("connectors.kafka")
+                                  .options(**options).option("checkpointLocation", str(checkpoint)))
         query.awaitTermination(180)
         assert query.exception() is None
 

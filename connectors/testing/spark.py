@@ -36,3 +36,21 @@ def local_session(
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def run_available_now(writer):
+    """Start ``writer`` (a ``DataStreamWriter``) to read what its sources hold now, then stop.
+
+    ``Trigger.AvailableNow`` where Spark runs it in micro-batches bounded by the sources' limits
+    (4.2+); Spark 4.1's AvailableNow runs one micro-batch only (:mod:`connectors.core.spark_compat`),
+    so there the query runs with the default trigger until ``processAllAvailable()`` returns and
+    is stopped. Either way the caller may ``awaitTermination()`` the query returned.
+    """
+    from connectors.core.spark_compat import ADMISSION_CONTROL
+
+    if ADMISSION_CONTROL:
+        return writer.trigger(availableNow=True).start()
+    query = writer.start()
+    query.processAllAvailable()
+    query.stop()
+    return query
