@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 
 
 def local_session(
@@ -14,7 +17,8 @@ def local_session(
     ``master`` points it at a cluster instead (e.g. ``spark://host:port``), with small executors.
 
     ``PYSPARK_PYTHON`` is pinned to this interpreter so executors import the installed package.
-    ``conf`` adds Spark settings (e.g. ``spark.jars.packages``).
+    ``conf`` adds Spark settings (e.g. ``spark.jars.packages``). Spark logs only errors, from its
+    start on (:data:`LOG4J2_PROPERTIES`); ``CONNECTORS_SPARK_LOG_LEVEL=warn`` (or info, ...) shows more.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -32,6 +36,9 @@ def local_session(
         .config("spark.pyspark.python", sys.executable)
         .config("spark.executor.memory", "768m")
         .config("spark.ui.showConsoleProgress", "false")
+        # read by the driver JVM's launch: a level set after getOrCreate() misses the start-up lines
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES} "
+                f"-Dconnectors.spark.log.level={os.environ.get('CONNECTORS_SPARK_LOG_LEVEL', 'error')}")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
