@@ -180,7 +180,7 @@ def compat_test(wheel: Path, work: Path, spark_version: str) -> None:
         fail(f"the smoke tests would use connectors from {found[0]} on pyspark {found[1]}")
     env |= services(python, env)
     say(f"pytest -m smoke on pyspark {spark_version}")
-    run_spark(python, "-m", "pytest", "-m", "smoke", "-p", "no:cacheprovider", "-q", "--durations=5",
+    run_spark(python, "-m", "pytest", "-m", "smoke", "-p", "no:cacheprovider", "-v", "--durations=5",
               cwd=outside, env=env)
     say(f"pyspark {spark_version}: smoke tests passed in {time.monotonic() - started:.0f} s")
 
