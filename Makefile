@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install services services-stop demo test wheel-test bench clean
+.PHONY: install services services-stop demo test wheel-test compat-test bench clean
 
 $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: install
 
 wheel-test: install  ## build sdist and wheel, install the wheel in a fresh venv, smoke-test it from outside the tree
 	$(PY) tests/wheel/run.py
+
+# The older Spark lines: the tests marked `smoke` against the wheel on each (the newest runs everything).
+COMPAT_SPARK ?= 4.1.4 4.2.1
+compat-test: install  ## the smoke tests with the built wheel in a fresh venv per Spark line
+	$(PY) tests/wheel/run.py $(addprefix --spark ,$(COMPAT_SPARK))
 
 bench: install
 	$(PY) -m benchmarks $(BENCH_ARGS)

@@ -9,6 +9,7 @@ import ast
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from benchmarks.common import RESULTS
@@ -39,15 +40,23 @@ def main(argv: list[str]) -> int:
     names = parser.parse_args(argv).names or list(available)
     if unknown := [name for name in names if name not in available]:
         parser.error(f"unknown benchmark(s): {', '.join(unknown)} (choose from {', '.join(available)})")
-    failed = []
-    for name in names:
-        print(f"== benchmark {name}", flush=True)
-        if subprocess.call([sys.executable, "-m", f"benchmarks.bench_{name}"]) != 0:
+    failed, started = [], time.monotonic()
+    for number, name in enumerate(names, 1):
+        print(f"== benchmark {number}/{len(names)}: {name} ({elapsed(started)} elapsed)", flush=True)
+        begun = time.monotonic()
+        code = subprocess.call([sys.executable, "-m", f"benchmarks.bench_{name}"])
+        print(f"== {name} {'failed' if code else 'done'} in {elapsed(begun)}", flush=True)
+        if code != 0:
             failed.append(name)
     summarize()
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def elapsed(since: float) -> str:
+    minutes, seconds = divmod(int(time.monotonic() - since), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
 def summarize() -> None:

@@ -39,7 +39,6 @@ def main() -> None:
         cur.execute(f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (word text PRIMARY KEY, count bigint)")
 
     spark = local_session("connectors-demo")
-    spark.sparkContext.setLogLevel("ERROR")
     cloudpickle.register_pickle_by_value(kafka_count_to_postgres)  # workers don't import examples/
     progress = ProgressListener()
     spark.streams.addListener(progress)

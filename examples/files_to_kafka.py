@@ -73,7 +73,6 @@ def main() -> None:
         landing.mkdir()
         land_files(landing, files=6, rows_per_file=500)
         spark = local_session("example-files-to-kafka")
-        spark.sparkContext.setLogLevel("ERROR")
         query = files_to_kafka(spark, str(landing), bootstrap, topic, str(Path(work) / "checkpoint"))
         query.awaitTermination()
         batches = len(query.recentProgress)

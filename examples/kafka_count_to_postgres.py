@@ -90,7 +90,6 @@ def main() -> None:
         cur.execute(f"DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (word text PRIMARY KEY, count bigint)")
 
     spark = local_session("example-kafka-count-to-postgres")
-    spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory() as checkpoint:
         count_words_into_postgres(spark, bootstrap, topic, dsn, table, checkpoint).awaitTermination()
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:

@@ -67,7 +67,6 @@ def main(out: str) -> None:
     finish(out)  # publish the parts the finished job left open
 
     spark = local_session("example-kafka-to-files-check")
-    spark.sparkContext.setLogLevel("ERROR")
     rows = spark.read.option("recursiveFileLookup", "true").json(out)  # hour buckets are sub-directories
     total, distinct = rows.count(), rows.select("partition", "offset").distinct().count()
     print(f"{out} holds {total:,} records, {distinct:,} distinct (partition, offset): "

@@ -31,7 +31,6 @@ def sink_options(path: str) -> dict[str, str]:
 
 def main(output: str) -> None:
     spark = local_session("example-numbers-to-files")
-    spark.sparkContext.setLogLevel("ERROR")
     options = sink_options(output)
     with tempfile.TemporaryDirectory() as checkpoint:
         query = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,9 @@ def run_example(kafka_bootstrap, postgres_dsn):
         result = subprocess.run([sys.executable, str(EXAMPLES / script), *args], env=env, capture_output=True,
                                 text=True, timeout=900)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        # the example's own output only: no Spark log line below ERROR, no raw librdkafka line
+        chatter = re.findall(r"^\d\d/\d\d/\d\d [\d:]{8} (?:WARN|INFO) .*|^%\d\|.*", result.stderr, re.MULTILINE)
+        assert not chatter, chatter[:5]
         return result.stdout
 
     return run

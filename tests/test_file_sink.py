@@ -15,6 +15,7 @@ import pytest
 from pyspark.errors import PySparkException
 
 from connectors.files import FileSink, FileSinkListener, finish
+from connectors.testing.spark import run_available_now
 
 
 def numbers(spark, end: int, rows_per_batch: int, partitions: int = 2):
@@ -121,14 +122,14 @@ def test_foreach_batch_json_by_column_matches_spark_layout(spark, tmp_path):
     assert sorted((r.value, int(r.k)) for r in rows) == [(v, v % 3) for v in range(3000)]
 
 
+@pytest.mark.smoke
 def test_parquet_on_checkpoint_date_time_buckets(spark, tmp_path):
     out = tmp_path / "out"
     hours = {datetime.now(timezone.utc).strftime("%Y-%m-%d--%H")}
-    (
+    run_available_now(
         numbers(spark, 2999, 1000).writeStream.format("connectors.files").option("path", str(out))
         .option("fileFormat", "parquet").option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(availableNow=True).start().awaitTermination(180)
-    )  # fmt: skip
+    ).awaitTermination(180)  # fmt: skip
     hours.add(datetime.now(timezone.utc).strftime("%Y-%m-%d--%H"))
     files = visible_files(out)
     assert len(files) == 6  # a bulk format rolls at every batch: 3 batches x 2 partitions
@@ -248,6 +249,7 @@ def test_bad_options_fail_at_query_start(spark, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.smoke
 def test_batch_write_append_and_overwrite(spark, tmp_path):
     out = str(tmp_path / "out")
     write = spark.range(100).write.format("connectors.files").option("fileFormat", "csv").option("bucketAssigner", "basePath")

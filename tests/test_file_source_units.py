@@ -14,14 +14,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from compress import compressing
-from pyspark.sql.streaming.datasource import (
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from connectors.core.options import OptionError
+from connectors.core.spark_compat import (
     ReadAllAvailable,
     ReadMaxBytes,
     ReadMaxFiles,
 )
-from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-from connectors.core.options import OptionError
 from connectors.files.source.compression import CODECS
 from connectors.files.source.formats import (
     CorruptFileError,

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSink
+from connectors.testing.spark import run_available_now
 
 UTC = dt.timezone.utc
 
@@ -74,7 +75,7 @@ def same(a, b) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-@pytest.mark.parametrize("path", ["binary-copy", "csv-copy", "insert"])
+@pytest.mark.parametrize("path", [pytest.param("binary-copy", marks=pytest.mark.smoke), "csv-copy", "insert"])
 def test_batch_append_round_trips_every_type(spark, postgres_dsn, pg, unique, path):
     schema, data, ddl = SCALARS, SCALAR_ROWS, SCALAR_DDL
     if path == "binary-copy":  # numeric has no binary encoding here: without it, COPY is binary
@@ -106,14 +107,14 @@ def test_batch_append_round_trips_every_type(spark, postgres_dsn, pg, unique, pa
         assert not diffs
 
 
+@pytest.mark.smoke
 def test_stream_exactly_once_prunes_progress_and_resumes(spark, postgres_dsn, pg, unique, tmp_path):
     pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text NOT NULL)")
     checkpoint = str(tmp_path / "cp")
     for end in (2999, 4999):  # the second run continues from the checkpoint
-        query = (
+        query = run_available_now(
             numbers(spark, end, 1000).writeStream.format("connectors.jdbc").option("url", postgres_dsn)
             .option("dbtable", unique).option("batchSize", 300).option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True).start()
         )  # fmt: skip
         query.awaitTermination(300)
         assert query.exception() is None

@@ -16,6 +16,7 @@ from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
 
 from connectors.core.options import OptionError
+from connectors.core.spark_compat import ADMISSION_CONTROL
 from connectors.kafka.source.offsets import (
     DataLossError,
     OffsetRange,
@@ -196,6 +197,7 @@ def test_typed_options_render_to_the_same_string_options(kafka_bootstrap):
 # -- batch reads ----------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_batch_read_schema_columns_and_headers(spark, kafka_bootstrap, topic):
     name = topic(2)
     produce(kafka_bootstrap, name, [b"a0", b"a1"], partition=0, key=b"k", timestamp=1_700_000_000_000)
@@ -255,6 +257,7 @@ def test_unreachable_broker_fails_at_query_start(spark, tmp_path):
 # -- streams --------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_stream_starts_at_latest_and_restart_resumes_from_checkpoint(spark, kafka_bootstrap, topic, tmp_path):
     name = topic(2)
     produce(kafka_bootstrap, name, ["old"])
@@ -267,7 +270,8 @@ def test_stream_starts_at_latest_and_restart_resumes_from_checkpoint(spark, kafk
         wait_for(lambda: len(spark.table("from_latest").collect()) == 2, what="the new records")
         query.processAllAvailable()
         assert values(spark.table("from_latest")) == ["new0", "new1"]
-        assert json.loads(query.lastProgress["sources"][0]["latestOffset"]) == {name: {"0": 2, "1": 1}}
+        if ADMISSION_CONTROL:  # Spark 4.1 never asks reportLatestOffset()
+            assert json.loads(query.lastProgress["sources"][0]["latestOffset"]) == {name: {"0": 2, "1": 1}}
     finally:
         query.stop()
 

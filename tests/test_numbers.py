@@ -9,6 +9,7 @@ import pytest
 from pyspark.errors import AnalysisException, PySparkException
 
 from connectors.core.options import OptionError
+from connectors.core.spark_compat import ADMISSION_CONTROL
 from connectors.numbers.options import NumberSequenceOptions
 from connectors.numbers.reader import split
 
@@ -20,6 +21,7 @@ def test_split_matches_flink():
     assert split(3, 2, 2) == []
 
 
+@pytest.mark.smoke
 def test_batch_read_partitions_are_ordered_contiguous_runs(spark):
     df = spark.read.format("connectors.numbers").option("start", 1).option("end", 1000).option("numPartitions", 3).load()
     assert df.schema.simpleString() == "struct<value:bigint>"
@@ -39,17 +41,38 @@ def test_large_range_count_and_sum(spark):
     assert (row.c, row.s) == (3_000_000, sum(range(3_000_000)))
 
 
-def test_streaming_rows_per_batch_and_available_now(spark, tmp_path):
+@pytest.mark.smoke
+def test_rows_per_batch_bounds_every_micro_batch(spark, tmp_path):
+    # On Spark 4.1 the source applies the limit itself (connectors.core.spark_compat).
     df = spark.readStream.format("connectors.numbers").option("end", 249).option("rowsPerBatch", 100).load()
     query = (
-        df.writeStream.format("memory").queryName("numbers_stream")
-        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        df.writeStream.format("memory").queryName("numbers_limited")
+        .option("checkpointLocation", str(tmp_path / "cp")).start()
     )
-    query.awaitTermination(120)
-    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert sizes == [100, 100, 50]
-    assert sorted(r.value for r in spark.table("numbers_stream").collect()) == list(range(250))
-    assert json.loads(query.lastProgress["sources"][0]["latestOffset"]) == {"next": 250}
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [100, 100, 50]
+    assert sorted(r.value for r in spark.table("numbers_limited").collect()) == list(range(250))
+
+
+@pytest.mark.smoke
+def test_streaming_rows_per_batch_and_available_now(spark, tmp_path):
+    out, cp = tmp_path / "out", str(tmp_path / "cp")
+    df = spark.readStream.format("connectors.numbers").option("end", 249).option("rowsPerBatch", 100).load()
+    writer = df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", cp)
+    first = writer.trigger(availableNow=True).start()
+    first.awaitTermination(120)
+    sizes = [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]]
+    if ADMISSION_CONTROL:
+        assert sizes == [100, 100, 50]
+        assert json.loads(first.lastProgress["sources"][0]["latestOffset"]) == {"next": 250}
+    else:  # Spark 4.1: one micro-batch per run, bounded by rowsPerBatch; each run goes on from the last
+        assert sizes == [100]
+        for _ in range(2):
+            writer.trigger(availableNow=True).start().awaitTermination(120)
+    assert sorted(pq.read_table(out).column("value").to_pylist()) == list(range(250))
 
 
 def test_replayed_batch_keeps_its_partitions_when_num_partitions_changes(spark, tmp_path, batch_partitions):
@@ -103,6 +126,7 @@ def test_bad_options_fail_at_query_start(spark, options, message):
     assert message.lower() in str(info.value).lower()  # Spark lower-cases option names
 
 
+@pytest.mark.smoke
 @pytest.mark.crash
 def test_sigkill_mid_batch_no_gap_no_repeat(crash_harness, tmp_path):
     out = tmp_path / "out"

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from pathlib import Path
 
 import psycopg2
 import pytest
+import yaml
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from connectors.testing import kafka_broker, postgres_server, schema_registry, services
+
+COMPOSE = Path(__file__).resolve().parents[1] / "docker" / "docker-compose.yml"
 
 
 def _topic(bootstrap: str) -> str:
@@ -137,3 +144,30 @@ def test_schema_registry_avro_schemas_evolve_under_backward_compatibility(schema
         assert (latest.schema_id, latest.version) == (v2_id, 2)
         assert json.loads(latest.schema.schema_str) == json.loads(v2.schema_str)
         assert reader.get_schema(v1_id).schema_str == by_id.schema_str  # v1 is still served by id
+
+
+def test_docker_compose_runs_what_the_launchers_run():
+    """docker/docker-compose.yml (no Docker engine needed to read it): the launchers' versions and
+    settings, as the testcontainers path of connectors.testing.services gives them."""
+    compose = yaml.safe_load(COMPOSE.read_text())["services"]
+    kafka, postgres, registry = compose["kafka"], compose["postgres"], compose["schema-registry"]
+
+    assert kafka["image"] == services.KAFKA_IMAGE == f"apache/kafka:{kafka_broker.KAFKA_VERSION}"
+    env = {name: str(value) for name, value in kafka["environment"].items()}
+    assert {key: env.get("KAFKA_" + key.upper().replace(".", "_")) for key in kafka_broker.SETTINGS} == kafka_broker.SETTINGS
+    assert env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:9092" and "9092:9092" in kafka["ports"]
+
+    assert postgres["image"] == services.POSTGRES_IMAGE
+    command = postgres["command"]
+    assert command[0] == "postgres" and set(command[1::2]) == {"-c"}
+    assert dict(arg.split("=", 1) for arg in command[2::2]) == postgres_server.SETTINGS
+    assert postgres["environment"] == {"POSTGRES_USER": postgres_server.USER, "POSTGRES_PASSWORD": postgres_server.PASSWORD,
+                                       "POSTGRES_DB": postgres_server.DATABASE}
+    installed = postgres_server._bin_dir()
+    if installed is not None:  # the local launcher runs the PostgreSQL Debian gives: the same major
+        assert services.POSTGRES_IMAGE == f"postgres:{installed.parent.name}"
+
+    assert registry["image"] == services.SCHEMA_REGISTRY_IMAGE
+    quarkus_env = {re.sub(r"[.-]", "_", key).upper(): value for key, value in schema_registry.SETTINGS.items()}
+    assert registry["environment"] == quarkus_env
+    assert schema_registry.CCOMPAT_PATH in " ".join(registry["healthcheck"]["test"])

@@ -10,9 +10,11 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from connectors.core.spark_compat import ARROW_TIMESTAMPS_IN_UTC
+
 __all__ = ["arrow_schema"]
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
     """Spark -> Arrow, with timestamps in UTC as the Python data source expects them."""
-    return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema, **ARROW_TIMESTAMPS_IN_UTC)

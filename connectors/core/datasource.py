@@ -5,7 +5,8 @@ so the registration import Spark does at lookup stays cheap. A read-side module 
 ``schema(options)``, ``reader(options, schema)`` and ``stream_reader(options, schema)``; a
 write-side module defines ``writer(options, schema, overwrite)`` and
 ``stream_writer(options, schema, overwrite)``. Each side validates its own options there, so a
-bad option fails when the query starts.
+bad option fails when the query starts. Stream readers are written against Spark 4.2's API and
+adapted to the running Spark line by :mod:`connectors.core.spark_compat`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import ClassVar
 
 from pyspark.sql.datasource import DataSource
 
+from connectors.core import spark_compat
 from connectors.core.options import OptionError
 
 
@@ -39,7 +41,8 @@ class ConnectorDataSource(DataSource):
         return self._side(self.read_side, "reader", "read")(self.options, schema)
 
     def streamReader(self, schema):
-        return self._side(self.read_side, "stream_reader", "read as a stream")(self.options, schema)
+        reader = self._side(self.read_side, "stream_reader", "read as a stream")(self.options, schema)
+        return spark_compat.stream_reader(reader)
 
     def writer(self, schema, overwrite):
         return self._side(self.write_side, "writer", "written")(self.options, schema, overwrite)

@@ -3,15 +3,25 @@
 Like Spark, every option starting with ``kafka.`` goes to the client with the prefix removed.
 The client is librdkafka, not the Java client: a Java-only property gets an error that names the
 librdkafka property to use instead, rather than a cryptic "No such configuration property".
+Every client the connectors open logs through Python logging (:func:`with_logger`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from typing import Any
 
 from connectors.core.options import OptionError
 
 PREFIX = "kafka."
+
+# librdkafka's own log lines (a broker connection refused, a coordinator still loading, ...) are
+# retried or surface as the connectors' own errors: they go to this logger, at librdkafka's level
+# (3 -> ERROR, 4 -> WARNING, 6 -> INFO, 7 -> DEBUG), shown where the application configures
+# logging and silent where it does not, instead of written raw to the process's stderr.
+LIBRDKAFKA_LOG = logging.getLogger("connectors.kafka.librdkafka")
+LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 
 # Java client property -> what to use with librdkafka instead.
 JAVA_ONLY = {
@@ -55,3 +65,12 @@ def client_config(source: str, options: Mapping[str, str]) -> dict[str, str]:
     if "bootstrap.servers" not in config:
         raise OptionError(source, "kafka.bootstrap.servers", None, "required option is missing")
     return config
+
+
+def with_logger(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` for a confluent-kafka client whose log lines go to :data:`LIBRDKAFKA_LOG`.
+
+    Not with ``kafka.debug``: who asks librdkafka for debug output gets it where librdkafka
+    writes it, the process's stderr (the executor's log in a Spark task), as with any client.
+    """
+    return dict(config) if "debug" in config else {**config, "logger": LIBRDKAFKA_LOG}

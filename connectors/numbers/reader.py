@@ -22,14 +22,14 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import (
+from pyspark.sql.types import LongType, StructField, StructType
+
+from connectors.core.spark_compat import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import LongType, StructField, StructType
-
 from connectors.numbers.options import NumberSequenceOptions
 
 SCHEMA = StructType([StructField("value", LongType(), nullable=False)])

@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from connectors.testing.spark import run_available_now
+
 SIGNAL_DIR_ENV = "CONNECTORS_CRASH_SIGNAL_DIR"
 
 
@@ -203,16 +205,14 @@ def to_idempotent_parquet(df, checkpoint: str, out: str):
 
     Each micro-batch overwrites ``out/batch=<id>``: a batch replayed after a kill replaces its
     earlier output, so anything a *source* skips or delivers twice across restarts shows in the
-    final count. ``Trigger.AvailableNow``: the query stops when it has caught up.
+    final count. The query stops when it has caught up
+    (:func:`connectors.testing.spark.run_available_now`).
     """
 
     def write(batch_df, batch_id):
         batch_df.write.mode("overwrite").parquet(f"{out}/batch={batch_id}")
 
-    return (
-        mark_batches(df).writeStream.foreachBatch(write)
-        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-    )
+    return run_available_now(mark_batches(df).writeStream.foreachBatch(write).option("checkpointLocation", checkpoint))
 
 
 def _child(spec: dict) -> int:

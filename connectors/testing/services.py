@@ -31,8 +31,8 @@ from connectors.testing.local_service import LocalService, free_ports, log
 from connectors.testing.postgres_server import PostgresServer
 from connectors.testing.schema_registry import SchemaRegistry
 
-KAFKA_IMAGE = "apache/kafka:4.1.1"
-POSTGRES_IMAGE = "postgres:15"
+KAFKA_IMAGE = f"apache/kafka:{kafka_broker.KAFKA_VERSION}"
+POSTGRES_IMAGE = "postgres:15"  # the major Debian 12 (bookworm) gives the local launcher
 SCHEMA_REGISTRY_IMAGE = f"apicurio/apicurio-registry:{schema_registry.APICURIO_VERSION}"
 
 # Started by this process, with their addresses; testcontainers' reaper removes them when it exits.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+LOG4J2_PROPERTIES = Path(__file__).with_name("log4j2.properties")
 
 
 def local_session(
@@ -14,7 +17,8 @@ def local_session(
     ``master`` points it at a cluster instead (e.g. ``spark://host:port``), with small executors.
 
     ``PYSPARK_PYTHON`` is pinned to this interpreter so executors import the installed package.
-    ``conf`` adds Spark settings (e.g. ``spark.jars.packages``).
+    ``conf`` adds Spark settings (e.g. ``spark.jars.packages``). Spark logs only errors, from its
+    start on (:data:`LOG4J2_PROPERTIES`); ``CONNECTORS_SPARK_LOG_LEVEL=warn`` (or info, ...) shows more.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -32,7 +36,28 @@ def local_session(
         .config("spark.pyspark.python", sys.executable)
         .config("spark.executor.memory", "768m")
         .config("spark.ui.showConsoleProgress", "false")
+        # read by the driver JVM's launch: a level set after getOrCreate() misses the start-up lines
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES} "
+                f"-Dconnectors.spark.log.level={os.environ.get('CONNECTORS_SPARK_LOG_LEVEL', 'error')}")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def run_available_now(writer):
+    """Start ``writer`` (a ``DataStreamWriter``) to read what its sources hold now, then stop.
+
+    ``Trigger.AvailableNow`` where Spark runs it in micro-batches bounded by the sources' limits
+    (4.2+); Spark 4.1's AvailableNow runs one micro-batch only (:mod:`connectors.core.spark_compat`),
+    so there the query runs with the default trigger until ``processAllAvailable()`` returns and
+    is stopped. Either way the caller may ``awaitTermination()`` the query returned.
+    """
+    from connectors.core.spark_compat import ADMISSION_CONTROL
+
+    if ADMISSION_CONTROL:
+        return writer.trigger(availableNow=True).start()
+    query = writer.start()
+    query.processAllAvailable()
+    query.stop()
+    return query

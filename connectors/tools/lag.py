@@ -11,6 +11,8 @@ import dataclasses
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from connectors.kafka.config import with_logger
+
 
 @dataclasses.dataclass(frozen=True)
 class PartitionLag:
@@ -25,11 +27,11 @@ class PartitionLag:
 
 
 def group_lag(bootstrap_servers: str, group: str, topic: str | None = None, timeout: float = 10.0) -> list[PartitionLag]:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(with_logger({"bootstrap.servers": bootstrap_servers}))
     future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group]
     committed = [tp for tp in future.result().topic_partitions if tp.offset >= 0 and topic in (None, tp.topic)]
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"{group}-lag-probe",
-                         "enable.auto.commit": False})
+    consumer = Consumer(with_logger({"bootstrap.servers": bootstrap_servers, "group.id": f"{group}-lag-probe",
+                                     "enable.auto.commit": False}))
     try:
         rows = []
         for tp in sorted(committed, key=lambda t: (t.topic, t.partition)):

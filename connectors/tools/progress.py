@@ -7,6 +7,7 @@ are kept per query in ``listener.stats[query_name_or_id]`` for programs that wan
 Kafka lag is read off the progress itself: a Kafka source reports its end offset and the latest
 offset (``reportLatestOffset``) as ``{"topic": {"partition": offset}}``, so the lag of a batch is
 the sum of ``latest - end`` over its partitions (Spark's own Kafka source reports the same shape).
+Spark 4.1 asks no source for its latest offset, so there no lag is shown.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 from typing import TextIO
 
 from pyspark.sql.streaming import StreamingQueryListener
+
+from connectors.core.spark_compat import ADMISSION_CONTROL
 
 
 def kafka_lag(end_offset: str | None, latest_offset: str | None) -> int | None:
@@ -69,7 +72,8 @@ class ProgressListener(StreamingQueryListener):
         written = progress.sink.numOutputRows
         if written > 0:
             stats.rows_written += written
-        lags = [kafka_lag(s.endOffset, s.latestOffset) for s in progress.sources]
+        # Spark 4.1 reports what latestOffset() returned, the batch's end: no lag to read there.
+        lags = [kafka_lag(s.endOffset, s.latestOffset) for s in progress.sources] if ADMISSION_CONTROL else []
         known = [lag for lag in lags if lag is not None]
         stats.kafka_lag = sum(known) if known else None
         if not self.quiet:

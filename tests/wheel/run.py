@@ -1,4 +1,5 @@
-"""``make wheel-test``: test what ``pip install`` gives a user, not the editable install.
+"""``make wheel-test`` and ``make compat-test``: test what ``pip install`` gives a user, not the
+editable install.
 
 1. ``python -m build``: the sdist, then the wheel built from that sdist; ``twine check --strict``.
 2. A fresh virtual environment (``python -m venv``) with the wheel installed, not editable
@@ -6,6 +7,11 @@
 3. From a temporary directory outside the source tree, with that environment's python (also as
    ``PYSPARK_PYTHON``): ``tests/wheel/smoke.py`` (every format by name, the CLI, the worker
    startup hook) and ``examples/numbers_to_files.py``.
+
+``--spark VERSION`` (repeatable; ``make compat-test``) instead installs the wheel with its ``dev``
+extra and ``pyspark==VERSION`` into one fresh environment per Spark line and runs the tests
+marked ``smoke`` there (every format read and written, a crash test), from a copy of ``tests/``
+outside the source tree. The whole suite runs on the newest Spark (``make test``).
 
 Kafka and PostgreSQL come from ``python -m connectors.testing.services start`` of the installed
 package (or ``KAFKA_BOOTSTRAP_SERVERS`` / ``POSTGRES_DSN`` when set). Run with the development
@@ -15,6 +21,7 @@ environment's python from the repository root: ``python tests/wheel/run.py``;
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -113,13 +120,25 @@ def check_names(wheel: Path) -> None:
         fail(f"README.md does not say `pip install {name}`")
 
 
-def fresh_venv(wheel: Path, where: Path) -> Path:
+def fresh_venv(wheel: Path, where: Path, extras: str = "", *more: str) -> Path:
+    """A new venv holding ``wheel`` (not -e, not from the source tree) with its ``extras``
+    (``"[dev]"``) and the ``more`` requirements, resolved together; dependencies come from pip's
+    cache after the first run."""
     run(sys.executable, "-m", "venv", where)
     python = where / "bin" / "python"
-    # not -e, and not from the source tree: exactly the wheel; dependencies from pip's cache
-    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel)
-    say(f"installed {wheel.name} into a fresh venv at {where}")
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{wheel}{extras}", *more)
+    say(f"installed {wheel.name}{extras} {' '.join(more)} into a fresh venv at {where}")
     return python
+
+
+def run_env(python: Path) -> dict[str, str]:
+    """The environment of a run with ``python``: its venv's scripts first, nothing of this one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
+    return env | {
+        "PATH": f"{python.parent}{os.pathsep}{env['PATH']}",
+        "PYSPARK_PYTHON": str(python),
+        "PYSPARK_DRIVER_PYTHON": str(python),
+    }
 
 
 def services(python: Path, env: dict[str, str]) -> dict[str, str]:
@@ -129,32 +148,58 @@ def services(python: Path, env: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def main() -> int:
+def wheel_test(wheel: Path, work: Path) -> None:
+    python = fresh_venv(wheel, work / "venv")
+    env = run_env(python)
+    env |= services(python, env)
+    outside = work / "run"  # the scripts run from here, away from the source tree
+    outside.mkdir()
+    shutil.copy(ROOT / "tests" / "wheel" / "smoke.py", outside)
+    shutil.copy(EXAMPLE, outside)
+    say("smoke test (tests/wheel/smoke.py)")
+    run_spark(python, "smoke.py", cwd=outside, env=env)
+    say(f"example: {EXAMPLE.relative_to(ROOT)}")
+    out = run_spark(python, EXAMPLE.name, outside / "numbers", cwd=outside, env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    print(out.stdout, end="")
+    if "wrote 100,000 numbers" not in out.stdout:
+        fail(f"{EXAMPLE.name} printed {out.stdout!r}, stderr:\n{out.stderr[-3000:]}")
+
+
+def compat_test(wheel: Path, work: Path, spark_version: str) -> None:
+    """The ``smoke`` tests with the installed wheel on ``pyspark==spark_version``."""
+    started = time.monotonic()
+    python = fresh_venv(wheel, work / f"venv-{spark_version}", "[dev]", f"pyspark=={spark_version}")
+    env = run_env(python)
+    outside = work / f"run-{spark_version}"  # pyproject.toml for pytest's settings, tests/, no package
+    shutil.copytree(ROOT / "tests", outside / "tests", ignore=shutil.ignore_patterns("wheel", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", outside)
+    found = run(python, "-c", "import connectors, pyspark; print(connectors.__file__, pyspark.__version__)",
+                cwd=outside, env=env, capture_output=True, text=True).stdout.split()
+    if not found[0].startswith(str(work / f"venv-{spark_version}")) or found[1] != spark_version:
+        fail(f"the smoke tests would use connectors from {found[0]} on pyspark {found[1]}")
+    env |= services(python, env)
+    say(f"pytest -m smoke on pyspark {spark_version}")
+    run_spark(python, "-m", "pytest", "-m", "smoke", "-p", "no:cacheprovider", "-v", "--durations=5",
+              cwd=outside, env=env)
+    say(f"pyspark {spark_version}: smoke tests passed in {time.monotonic() - started:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spark", action="append", metavar="VERSION",
+                        help="run the smoke tests on this pyspark version instead of the wheel test (repeatable)")
+    args = parser.parse_args(argv)
     keep = os.environ.get("WHEEL_TEST_KEEP") == "1"
     work = Path(tempfile.mkdtemp(prefix="connectors-wheel-test-"))
     try:
         wheel = build(work)
         check_names(wheel)
-        python = fresh_venv(wheel, work / "venv")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
-        env |= {
-            "PATH": f"{python.parent}{os.pathsep}{env['PATH']}",
-            "PYSPARK_PYTHON": str(python),
-            "PYSPARK_DRIVER_PYTHON": str(python),
-        }
-        env |= services(python, env)
-        outside = work / "run"  # the scripts run from here, away from the source tree
-        outside.mkdir()
-        shutil.copy(ROOT / "tests" / "wheel" / "smoke.py", outside)
-        shutil.copy(EXAMPLE, outside)
-        say("smoke test (tests/wheel/smoke.py)")
-        run_spark(python, "smoke.py", cwd=outside, env=env)
-        say(f"example: {EXAMPLE.relative_to(ROOT)}")
-        out = run_spark(python, EXAMPLE.name, outside / "numbers", cwd=outside, env=env,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        print(out.stdout, end="")
-        if "wrote 100,000 numbers" not in out.stdout:
-            fail(f"{EXAMPLE.name} printed {out.stdout!r}, stderr:\n{out.stderr[-3000:]}")
+        if args.spark:
+            for version in args.spark:
+                compat_test(wheel, work, version)
+        else:
+            wheel_test(wheel, work)
     except subprocess.CalledProcessError as exc:
         detail = "".join(f"\n{s[-3000:]}" for s in (exc.stdout, exc.stderr) if isinstance(s, str) and s)
         fail(f"{shlex.join(map(str, exc.cmd))} exited {exc.returncode}{detail}")

@@ -119,7 +119,6 @@ def main() -> None:
     from connectors.testing.spark import local_session
 
     spark = local_session("wheel-smoke")
-    spark.sparkContext.setLogLevel("ERROR")
     step("SparkSession local[2]")
     try:
         with tempfile.TemporaryDirectory(prefix="wheel-smoke-") as work:

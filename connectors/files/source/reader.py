@@ -27,17 +27,17 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import (
+from pyspark.sql.types import StructType
+
+from connectors.core.filesystem import filesystem
+from connectors.core.options import OptionError
+from connectors.core.spark_compat import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
     ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
-
-from connectors.core.filesystem import filesystem
-from connectors.core.options import OptionError
 from connectors.files import FORMAT
 from connectors.files.source.compression import codec_of
 from connectors.files.source.formats import (

@@ -68,9 +68,9 @@ class SchemaInference:
             files = self._files()
             readers = {"parquet": self._parquet, "json": self._json, "csv": self._csv, "avro": self._avro}
             arrow = readers[self.config.file_format](files)
-            schema = StructType(
-                [StructField(f.name, _normalize(f.dataType), True) for f in from_arrow_schema(arrow).fields]
-            )
+            # prefer_timestamp_ntz as Spark 4.2+ defaults it (4.1 did not): the same schema on every line
+            fields = from_arrow_schema(arrow, prefer_timestamp_ntz=True).fields
+            schema = StructType([StructField(f.name, _normalize(f.dataType), True) for f in fields])
             schema.fields[0].metadata = {INFERRED: True}
         return self._with_metadata_columns(schema)
 

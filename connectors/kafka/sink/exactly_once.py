@@ -58,6 +58,7 @@ from connectors.core.digest import RowsDigest
 from connectors.core.private_dir import private_dir
 from connectors.core.retry import retry
 from connectors.kafka import FORMAT
+from connectors.kafka.config import with_logger
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import (
     IDLE,
@@ -143,15 +144,18 @@ class PartitionProgress:
 
     def __init__(self, client_settings: dict[str, str], group: str, topic: str, timeout: float):
         self.group, self.anchor, self.timeout = group, TopicPartition(topic, 0), timeout
-        self.consumer = Consumer({
+        self.consumer = Consumer(with_logger({
             **{name: value for name, value in client_settings.items() if name not in _PRODUCER_ONLY},
             "group.id": group,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
-        })
+        }))
 
     def read(self) -> Progress | None:
-        (position,) = _call("reading the sink's progress", lambda: self.consumer.committed([self.anchor], self.timeout))
+        try:
+            (position,) = _call("reading the sink's progress", lambda: self.consumer.committed([self.anchor], self.timeout))
+        finally:
+            self.consumer.poll(0)  # hands librdkafka's log lines (queued until a poll) to logging
         if position.error is not None:
             raise KafkaSinkError(f"reading the sink's progress failed: {describe(position.error)}")
         if position.offset < 0 or not position.metadata:

@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
+from connectors.kafka.config import with_logger
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.records import RecordError, RecordLayout
 
@@ -127,7 +128,7 @@ class SinkProducer:
     def __init__(self, settings: dict[str, str]):
         self.reports = DeliveryReports()
         try:
-            self.producer = Producer({**settings, "delivery.report.only.error": True, "on_delivery": self.reports})
+            self.producer = Producer(with_logger({**settings, "delivery.report.only.error": True, "on_delivery": self.reports}))
         except KafkaException as exc:  # a bad kafka.* setting that slipped past the start-up check
             raise KafkaSinkError(f"invalid producer settings: {exc.args[0].str()}") from None
 
@@ -243,7 +244,7 @@ def check_cluster(options: KafkaSinkOptions) -> None:
     if key in _checked:
         return
     try:
-        producer = Producer(settings)
+        producer = Producer(with_logger(settings))
     except KafkaException as exc:
         raise OptionError(FORMAT, "kafka.*", None, f"invalid producer settings: {exc.args[0].str()}") from None
     timeout = options.request_timeout.total_seconds()
@@ -273,7 +274,7 @@ def _probe_id(options: KafkaSinkOptions) -> str | None:
 
 
 def _create_progress_topic(options: KafkaSinkOptions, timeout: float) -> None:
-    admin = AdminClient(options.client_settings())
+    admin = AdminClient(with_logger(options.client_settings()))
     replication = options.progress_topic_replication_factor or -1  # -1: the brokers' default
     topic = NewTopic(options.progress_topic, 1, replication_factor=replication)
     future = admin.create_topics([topic], request_timeout=timeout)[options.progress_topic]

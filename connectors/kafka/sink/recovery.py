@@ -42,6 +42,7 @@ from confluent_kafka.admin import AdminClient
 
 from connectors.core.checkpoint import read_checkpoint
 from connectors.kafka import FORMAT
+from connectors.kafka.config import with_logger
 from connectors.kafka.sink.exactly_once import transactional_id
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import KafkaSinkError, describe, producer_settings
@@ -77,7 +78,7 @@ def progress_partitions(options: KafkaSinkOptions) -> set[int]:
     """The Spark partitions whose progress group ``<prefix>-<p>`` exists (has offsets)."""
     prefix = options.transactional_id_prefix
     pattern = re.compile(re.escape(f"{prefix}-") + r"(\d+)")
-    admin = AdminClient(options.client_settings())
+    admin = AdminClient(with_logger(options.client_settings()))
     future = admin.list_consumer_groups(request_timeout=options.request_timeout.total_seconds())
     try:
         listing = future.result()
@@ -128,7 +129,7 @@ def abort_lingering(options: KafkaSinkOptions, groups: set[int], partitions: int
 
 
 def _fence(options: KafkaSinkOptions, txn_id: str) -> None:
-    producer = Producer(producer_settings(options, txn_id))
+    producer = Producer(with_logger(producer_settings(options, txn_id)))
     try:
         producer.init_transactions(options.request_timeout.total_seconds())
     except KafkaException as exc:

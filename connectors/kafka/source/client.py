@@ -19,6 +19,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.core.retry import retry
 from connectors.kafka import FORMAT
+from connectors.kafka.config import with_logger
 from connectors.kafka.source.offsets import Offsets, TopicPartition
 from connectors.kafka.source.options import (
     EARLIEST,
@@ -66,7 +67,7 @@ def consumer_config(options: KafkaSourceOptions, group_id: str | None = None) ->
         "auto.offset.reset": "error",  # a vanished offset must surface as data loss
         "allow.auto.create.topics": False,
     })
-    return config
+    return with_logger(config)
 
 
 class BrokerClient:
@@ -98,6 +99,8 @@ class BrokerClient:
                 if _transient(exc):
                     raise
                 raise KafkaSourceError(self._failure(what, exc)) from None
+            finally:
+                self.consumer.poll(0)  # hands librdkafka's log lines (queued until a poll) to logging
 
         try:
             return retry(wrapped, attempts=self.options.fetch_offset_retries, retry_on=_transient,

@@ -22,14 +22,14 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import (
+from pyspark.sql.types import StructType
+
+from connectors.core.spark_compat import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
-
 from connectors.kafka.source.client import BrokerClient
 from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.offsets import (
