@@ -28,6 +28,7 @@ from connectors.jdbc import FORMAT
 from connectors.jdbc.exactly_once import ProgressKey, ProgressTable
 from connectors.jdbc.options import JdbcConnectionOptions, JdbcExecutionOptions
 from connectors.jdbc.statements import Statement
+from connectors.testing.faults import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +262,9 @@ class PartitionWriter:
             rows = sum(chunk.num_rows for chunk in sent)
             if self.key is not None and progress is not None:
                 progress.record(cursor, self.key, rows)
+        fault_point("jdbc.task.before_commit", self.plan.target)
         self._connection.commit()
+        fault_point("jdbc.task.after_commit", self.plan.target)
         return JdbcCommitMessage(self.key, rows, skipped=False)
 
     def _close(self) -> None:

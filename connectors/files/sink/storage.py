@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from connectors.core.filesystem import filesystem, is_local
+from connectors.testing.faults import fault_point
 
 _COPY_CHUNK = 8 << 20
 
@@ -163,6 +164,7 @@ class Storage:
                 for piece, start, length in ranges:
                     with open(self.abs(piece), "rb") as source:
                         _copy_local(source, out, start, length)
+                    fault_point("files.concat.partial", self.base)
                 out.flush()
                 os.fsync(out.fileno())
             os.rename(temp, path)
@@ -172,6 +174,7 @@ class Storage:
                 with self.fs.open(self.abs(piece), "rb") as source:
                     source.seek(start)
                     _copy(source, out, length)
+                fault_point("files.concat.partial", self.base)
 
 
 def _copy_local(source: BinaryIO, out: BinaryIO, start: int, length: int) -> None:
