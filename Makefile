@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install services services-stop demo test bench clean
+.PHONY: install services services-stop demo test chaos bench clean
 
 $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ demo: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+chaos: install  ## every exactly-once path and source SIGKILLed 20 times at random; prints a table
+	$(PY) tests/chaos.py $(CHAOS_ARGS)
 
 bench: install
 	$(PY) -m benchmarks $(BENCH_ARGS)
