@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install services services-stop demo test wheel-test compat-test bench clean
+.PHONY: install services services-stop demo test wheel-test compat-test chaos bench clean
 
 $(STAMP): pyproject.toml setup.py connectors-worker-startup.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ wheel-test: install  ## build sdist and wheel, install the wheel in a fresh venv
 COMPAT_SPARK ?= 4.1.4 4.2.1
 compat-test: install  ## the smoke tests with the built wheel in a fresh venv per Spark line
 	$(PY) tests/wheel/run.py $(addprefix --spark ,$(COMPAT_SPARK))
+
+chaos: install  ## every exactly-once path and source SIGKILLed 20 times at random; prints a table
+	$(PY) tests/chaos.py $(CHAOS_ARGS)
 
 bench: install
 	$(PY) -m benchmarks $(BENCH_ARGS)

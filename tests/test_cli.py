@@ -71,7 +71,12 @@ def test_abort_transactions_of_a_query_that_is_gone(kafka_bootstrap, unique):
     """A stopped query's partition 0 left a transaction open: the command aborts it, and
     read_committed consumers see the records written after it at once."""
     from jobs.kafka_sink import number_batches, write_task
-    from test_kafka_sink import consume, create_topic, leave_transaction_open, sink_options
+    from test_kafka_sink import (
+        consume,
+        create_topic,
+        leave_transaction_open,
+        sink_options,
+    )
 
     topic = create_topic(kafka_bootstrap, unique, 1)
     write_task(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique), 0, number_batches(0, 10))

@@ -9,10 +9,9 @@ import time
 import pyarrow.parquet as pq
 import pytest
 from compress import compressing
+from connectors.tools.checkpoint import read_checkpoint
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
-
-from connectors.tools.checkpoint import read_checkpoint
 
 SCHEMA = "id long, file string"
 

@@ -39,7 +39,13 @@ from connectors.jdbc.statements import (
     parse_named_parameters,
 )
 from connectors.jdbc.table import parse_table_name
-from connectors.jdbc.task_writer import JdbcCommitMessage, JdbcWriteError, PartitionWriter, chunks, connect
+from connectors.jdbc.task_writer import (
+    JdbcCommitMessage,
+    JdbcWriteError,
+    PartitionWriter,
+    chunks,
+    connect,
+)
 from connectors.jdbc.writer import plan_write, stream_writer
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])

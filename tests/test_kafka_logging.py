@@ -12,7 +12,11 @@ from connectors.core.options import OptionError
 from connectors.kafka.config import LIBRDKAFKA_LOG
 from connectors.kafka.sink.exactly_once import PartitionProgress
 from connectors.kafka.sink.options import KafkaSinkOptions
-from connectors.kafka.sink.producer import SinkProducer, check_cluster, producer_settings
+from connectors.kafka.sink.producer import (
+    SinkProducer,
+    check_cluster,
+    producer_settings,
+)
 from connectors.kafka.source.client import BrokerClient, KafkaSourceError
 from connectors.kafka.source.offsets import OffsetRange
 from connectors.kafka.source.options import KafkaSourceOptions

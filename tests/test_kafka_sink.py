@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from jobs.kafka_sink import number_batches, write_numbers, write_task
 from jobs.kafka_sink import leave_transaction_open as leave_transaction_open_job
+from jobs.kafka_sink import number_batches, write_numbers, write_task
 from pyspark.errors import PySparkException
 from pyspark.sql.types import (
     BinaryType,
@@ -35,7 +35,13 @@ from pyspark.sql.types import (
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.kafka import KafkaSink, KafkaSinkOptions
-from connectors.kafka.sink.exactly_once import ALL, SINK_RUN, Progress, WorkUnit, _Replay
+from connectors.kafka.sink.exactly_once import (
+    ALL,
+    SINK_RUN,
+    Progress,
+    WorkUnit,
+    _Replay,
+)
 from connectors.kafka.sink.producer import KafkaSinkError
 from connectors.kafka.sink.records import HEADERS_TYPE, ColumnError, RecordLayout
 from connectors.testing.spark import run_available_now

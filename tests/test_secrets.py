@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.core.options import Options, OptionError
+from connectors.core.options import OptionError, Options
 from connectors.files import FileSink
 from connectors.files.sink.options import FileSinkOptions
 from connectors.files.source.options import FileSourceOptions

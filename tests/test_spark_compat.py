@@ -7,7 +7,11 @@ import pyspark
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectors.core.spark_compat import ADMISSION_CONTROL, ReadLimitAdapter, stream_reader
+from connectors.core.spark_compat import (
+    ADMISSION_CONTROL,
+    ReadLimitAdapter,
+    stream_reader,
+)
 from connectors.kafka.source.options import KafkaSourceOptions
 from connectors.kafka.source.reader import KafkaStreamReader
 from connectors.numbers.options import NumberSequenceOptions

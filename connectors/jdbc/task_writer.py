@@ -32,6 +32,7 @@ from connectors.jdbc import FORMAT
 from connectors.jdbc.exactly_once import Committed, ProgressKey, ProgressTable
 from connectors.jdbc.options import JdbcConnectionOptions, JdbcExecutionOptions
 from connectors.jdbc.statements import Statement
+from connectors.testing.faults import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +258,9 @@ class PartitionWriter:
             rows = sum(chunk.num_rows for chunk in self._kept)
             if self.key is not None:
                 self._progress.record(cursor, self.key, Committed(self._committed + rows, digest.hexdigest()))
+        fault_point("jdbc.task.before_commit", self.plan.target)
         self._connection.commit()
+        fault_point("jdbc.task.after_commit", self.plan.target)
         self._committed += rows
         if digest is not None:
             self._digest = digest

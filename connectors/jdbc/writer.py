@@ -37,6 +37,7 @@ from connectors.jdbc.task_writer import (
     borrow,
     release,
 )
+from connectors.testing.faults import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +156,10 @@ class JdbcStreamWriter(_JdbcWriter, DataSourceStreamArrowWriter):
         return self._write(iterator, task.batch_id if task.batch_id is not None else 0, f"{name}:{self.target_name}")
 
     def commit(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
+        fault_point("jdbc.commit.before", self.plan.target)
         self._log(messages, f"batch {batchId} committed")
         self._forget(messages, batchId)
+        fault_point("jdbc.commit.after", self.plan.target)
 
     def abort(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
         self._log(messages, f"batch {batchId} aborted (committed partitions are skipped when it runs again)")

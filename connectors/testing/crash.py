@@ -1,13 +1,15 @@
 """Crash harness: run a streaming query in a child process, SIGKILL it, restart it, count.
 
 Delivery guarantees are only proven by real crashes: the whole child (Python driver, its JVM and
-its Python workers, one process group) is killed with SIGKILL, at a random moment or while a
-micro-batch is being written, then restarted on the same checkpoint. After the kills a last run
-goes to completion (the job should use ``Trigger.AvailableNow`` or otherwise stop by itself), and
-the test counts what the sink holds.
+its Python workers, one session) is killed with SIGKILL, at a random moment, while a micro-batch
+is being written, or at a named step of a sink's protocol (a fault point, see
+:mod:`connectors.testing.faults`), then restarted on the same checkpoint. After the kills a last
+run goes to completion (the job should use ``Trigger.AvailableNow`` or otherwise stop by itself),
+and the test counts what the sink holds.
 
-A job is a function ``build(spark, checkpoint, **args) -> StreamingQuery`` in an importable
-module (give its directory in ``pythonpath``). To kill *inside* a batch, the job passes its
+A job is a function ``build(spark, checkpoint, **args) -> StreamingQuery`` (or a list of them,
+each on its own checkpoint under ``checkpoint``) in an importable module (give its directory in
+``pythonpath``). To kill *inside* a batch, the job passes its
 DataFrame through :func:`mark_batches`, which drops a file in the signal directory when a task of
 a micro-batch starts and then dawdles, so the harness can kill while that batch is in flight.
 
@@ -16,6 +18,9 @@ Usage::
     report = CrashHarness(job="jobs:numbers_to_files", args={...}, workdir=tmp_path).run(
         kills=2, kill_at="mid-batch")
     assert sorted(read_output()) == list(range(n))
+
+    # one run per fault point, each killed there, then a last run to the end
+    CrashHarness(...).run_faults(["files.commit.state_written:2", "files.publish.part:1"])
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
+from connectors.testing import faults
 from connectors.testing.spark import run_available_now
 
 SIGNAL_DIR_ENV = "CONNECTORS_CRASH_SIGNAL_DIR"
@@ -46,6 +52,8 @@ class RunRecord:
     exit_code: int | None
     seconds: float
     completed_batches: list[int]
+    fault: dict | None = None  # the fault point that killed this run: what it wrote to ``fired``
+    terminated: list[str] = dataclasses.field(default_factory=list)  # ids of the queries that ended
 
 
 @dataclasses.dataclass
@@ -94,7 +102,7 @@ class CrashHarness:
         killing a cluster worker; the child then goes on and the harness waits for it to end.
         """
         rng = random.Random(seed)
-        action = kill or (lambda child: os.killpg(child.pid, signal.SIGKILL))
+        action = kill or (lambda child: faults.kill_session(child.pid))
         runs = []
         for number in range(kills):
             runs.append(self._run_once(number, kill_at, rng, random_window, action))
@@ -106,6 +114,35 @@ class CrashHarness:
             raise AssertionError(f"final run exited with {final.exit_code}; see {self._log(kills)}")
         return CrashReport(runs)
 
+    def run_faults(self, points: Sequence[str], check: Callable[[str], None] | None = None) -> CrashReport:
+        """Kill the job once at each fault point in turn, then let a last run finish.
+
+        Each run arms one ``"<point>:<hit>[:<name>,...]"`` (:mod:`connectors.testing.faults`;
+        hits counted from that run's start) and must die by it, with every named sink held at the
+        point: a run that ends otherwise, or outlives ``final_timeout``, fails the test (the
+        point was never reached, or the job hangs). ``check(point)`` runs after each kill, e.g. to
+        assert that nothing is duplicated so far. Runs are not marked (:func:`mark_batches` does
+        not dawdle): the points decide the moment.
+        """
+        armed = [faults.parse(spec) for spec in points]  # a typo fails here, before any child starts
+        runs = []
+        for number, fault in enumerate(armed):
+            run = self._run_once(number, None, random.Random(), (0.0, 0.0), lambda child: None, fault=str(fault))
+            runs.append(run)
+            if run.fault is None or not run.killed:
+                raise AssertionError(f"fault point {fault} did not fire: run {number} exited with {run.exit_code}; "
+                                     f"see {self._log(number)}")
+            if fault.names and run.fault["held"] != sorted(fault.names):
+                raise AssertionError(f"fault point {fault}: only {run.fault['held']} got there within "
+                                     f"{faults.HOLD_SECONDS:.0f} s; see {self._log(number)}")
+            if check is not None:
+                check(str(fault))
+        final = self._run_once(len(points), None, random.Random(), (0.0, 0.0), lambda child: None, fault="")
+        runs.append(final)
+        if final.exit_code != 0:
+            raise AssertionError(f"final run exited with {final.exit_code}; see {self._log(len(points))}")
+        return CrashReport(runs)
+
     def _log(self, number: int) -> Path:
         return self.workdir / f"run-{number}.log"
 
@@ -114,16 +151,21 @@ class CrashHarness:
 
     def _run_once(
         self, number: int, kill_at: str | None, rng: random.Random, window: tuple[float, float],
-        action: Callable[[subprocess.Popen], None],
+        action: Callable[[subprocess.Popen], None], fault: str | None = None,
     ) -> RunRecord:
+        """``fault``: None marks the batches for ``kill_at``; a point arms it; "" neither."""
         for stale in self.signals.iterdir():
             stale.unlink()
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k not in (faults.ENV, faults.DIR_ENV)},
             **self.env,
-            SIGNAL_DIR_ENV: str(self.signals),
             "PYTHONPATH": os.pathsep.join([*self.pythonpath, os.environ.get("PYTHONPATH", "")]),
         }
+        fault_dir = self.workdir / f"run-{number}.faults"
+        if fault is None:
+            env[SIGNAL_DIR_ENV] = str(self.signals)
+        elif fault:
+            env.update({faults.ENV: fault, faults.DIR_ENV: str(fault_dir)})
         spec = json.dumps({"job": self.job, "args": self.args, "checkpoint": str(self.checkpoint),
                            "events": str(self._events(number)), "master": self.spark_master})
         started = time.monotonic()
@@ -136,10 +178,15 @@ class CrashHarness:
                 killed = self._wait_and_kill(child, kill_at, rng, window, started, action)
                 exit_code = child.wait(timeout=self.final_timeout)
             except BaseException:
-                os.killpg(child.pid, signal.SIGKILL)
+                faults.kill_session(child.pid)
                 child.wait()
                 raise
-        return RunRecord(killed, exit_code, time.monotonic() - started, self._completed(number))
+        fired = json.loads((fault_dir / "fired").read_text()) if (fault_dir / "fired").exists() else None
+        if fired is not None:
+            killed = exit_code == -signal.SIGKILL
+        events = self._read_events(number)
+        return RunRecord(killed, exit_code, time.monotonic() - started, [e["batchId"] for e in events if "batchId" in e],
+                         fired, [e["terminated"] for e in events if "terminated" in e])
 
     def _wait_and_kill(self, child, kill_at, rng, window, started, action) -> bool:
         if kill_at is None:
@@ -168,11 +215,11 @@ class CrashHarness:
                 raise AssertionError(f"no kill point reached within {self.start_timeout}s")
             time.sleep(0.05)
 
-    def _completed(self, number: int) -> list[int]:
+    def _read_events(self, number: int) -> list[dict]:
         path = self._events(number)
         if not path.exists():
             return []
-        return [json.loads(line)["batchId"] for line in path.read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def mark_batches(df, dawdle: float = 1.5):
@@ -231,17 +278,18 @@ def _child(spec: dict) -> int:
             pass
 
         def onQueryProgress(self, event):
-            events.write(json.dumps({"batchId": event.progress.batchId}) + "\n")
+            events.write(json.dumps({"batchId": event.progress.batchId, "id": str(event.progress.id)}) + "\n")
 
         def onQueryIdle(self, event):
             pass
 
         def onQueryTerminated(self, event):
-            pass
+            events.write(json.dumps({"terminated": str(event.id)}) + "\n")
 
     spark.streams.addListener(Recorder())
-    query = build(spark, spec["checkpoint"], **spec["args"])
-    query.awaitTermination()
+    started = build(spark, spec["checkpoint"], **spec["args"])
+    for query in started if isinstance(started, list) else [started]:
+        query.awaitTermination()
     return 0
 
 

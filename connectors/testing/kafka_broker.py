@@ -16,7 +16,14 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connectors.testing.local_service import LocalService, cache_dir, find_java, free_ports, log, run
+from connectors.testing.local_service import (
+    LocalService,
+    cache_dir,
+    find_java,
+    free_ports,
+    log,
+    run,
+)
 
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.24.3"

@@ -20,7 +20,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from connectors.testing.local_service import LocalService, cache_dir, find_java, free_ports, log, run
+from connectors.testing.local_service import (
+    LocalService,
+    cache_dir,
+    find_java,
+    free_ports,
+    log,
+    run,
+)
 
 APICURIO_VERSION = "3.0.9"
 _ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"

@@ -19,8 +19,8 @@ import json
 import sys
 
 from connectors import __version__
-from connectors.core.filesystem import parse_storage_options
 from connectors.core.checkpoint import read_checkpoint
+from connectors.core.filesystem import parse_storage_options
 
 # [project] name in pyproject.toml (the wheel test checks they agree); imported as `connectors`.
 DISTRIBUTION = "pyspark-flink-connectors"

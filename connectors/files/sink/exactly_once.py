@@ -34,6 +34,7 @@ from connectors.files.sink.state import (
 )
 from connectors.files.sink.storage import Storage
 from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, slot_bucket
+from connectors.testing.faults import fault_point
 
 
 def publish_all(storage: Storage, parts: Iterable[Part], rename: bool) -> None:
@@ -64,6 +65,7 @@ def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_i
         pending = compact(pending, plan.compaction)
         new = SinkState(query, state.version + 1, batch_id, parts, tuple(pending), compaction=plan.compaction)
         log.write(new)
+        fault_point("files.commit.state_written", storage.base)
         publish_all(storage, new.pending, rename=True)
         sweep(storage, _directories([*state.pending, *new.pending, *adopted]), keep=new.referenced())
         for path in set(state.garbage) - new.referenced():

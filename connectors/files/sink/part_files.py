@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from connectors.files.sink.state import Part
 from connectors.files.sink.storage import Storage
+from connectors.testing.faults import fault_point
 
 
 def final_name(bucket: str, prefix: str, uid: str, counter: int, suffix: str) -> str:
@@ -57,6 +58,7 @@ def publish(storage: Storage, part: Part, rename: bool) -> None:
         storage.rename(only.path, part.final)
     else:
         storage.concat([(p.path, p.start, p.size) for p in pieces], part.final)
+    fault_point("files.publish.part", storage.base)
 
 
 def sweep(storage: Storage, directories: Iterable[str], keep: set[str]) -> None:

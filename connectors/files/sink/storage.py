@@ -19,6 +19,7 @@ from typing import BinaryIO
 from fsspec.spec import AbstractBufferedFile
 
 from connectors.core.filesystem import filesystem, is_local
+from connectors.testing.faults import fault_point
 
 _COPY_CHUNK = 8 << 20
 
@@ -173,6 +174,7 @@ class Storage:
                 for piece, start, length in ranges:
                     with open(self.abs(piece), "rb") as source:
                         _copy_local(source, out, start, length)
+                    fault_point("files.concat.partial", self.base)
                 out.flush()
                 os.fsync(out.fileno())
             os.rename(temp, path)
@@ -185,6 +187,7 @@ class Storage:
                 with self.fs.open(self.abs(piece), "rb") as source:
                     source.seek(start)
                     _copy(source, out, length, piece)
+                fault_point("files.concat.partial", self.base)
             out.close()
             out.commit()
         except BaseException:

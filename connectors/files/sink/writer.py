@@ -29,6 +29,7 @@ from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
 from connectors.files.sink.state import StateLog, compact
 from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, TaskWriter
+from connectors.testing.faults import fault_point
 
 __all__ = ["writer", "stream_writer"]
 
@@ -67,10 +68,13 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
                 pass
             return FileSinkMessage(task.query_id, task.batch_id, True, {})
         slots = TaskWriter(self.plan, task.partition_id, state, keep_open=True).write_all(iterator)
+        fault_point("files.task.written", self.plan.config.path)
         return FileSinkMessage(task.query_id, task.batch_id, False, slots)
 
     def commit(self, messages: list[FileSinkMessage | None], batchId: int) -> None:
+        fault_point("files.commit.before", self.plan.config.path)
         commit_batch(self.plan, messages, batchId)
+        fault_point("files.commit.after", self.plan.config.path)
 
     def abort(self, messages: list[FileSinkMessage | None], batchId: int) -> None:
         # Nothing to undo: what the tasks wrote is hidden and in no state version; the batch is

@@ -69,6 +69,7 @@ from connectors.kafka.sink.producer import (
     settings_key,
 )
 from connectors.kafka.sink.records import RecordLayout
+from connectors.testing.faults import fault_point
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -313,7 +314,9 @@ class TransactionalProducer:
 
     def commit(self, progress: Progress) -> None:
         self.progress.add_to_transaction(self.sink, progress)
+        fault_point("kafka.task.before_commit", self.txn_id)
         self.sink.producer.commit_transaction()  # flushes; fails if any delivery failed
+        fault_point("kafka.task.after_commit", self.txn_id)
         self.committed = progress
 
     def abort(self) -> None:

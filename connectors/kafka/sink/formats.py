@@ -19,8 +19,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from connectors.core import avro
 from connectors.core.arrow import arrow_schema
 from connectors.core.options import OptionError
-from connectors.kafka import FORMAT
-from connectors.kafka import registry
+from connectors.kafka import FORMAT, registry
 from connectors.kafka.registry import RegistryError
 
 

@@ -43,6 +43,7 @@ from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
 from connectors.kafka.sink.recovery import on_query_start
+from connectors.testing.faults import fault_point
 
 __all__ = ["writer", "stream_writer"]
 
@@ -125,7 +126,9 @@ class KafkaBatchWriter(_KafkaWrite, DataSourceArrowWriter):
 
 class KafkaStreamWriter(_KafkaWrite, DataSourceStreamArrowWriter):
     def commit(self, messages: list[KafkaCommitMessage | None], batchId: int) -> None:
+        fault_point("kafka.commit.before", self.config.transactional_id_prefix or self.config.topic)
         self._report(messages, f"batch {batchId} committed")
+        fault_point("kafka.commit.after", self.config.transactional_id_prefix or self.config.topic)
 
     def abort(self, messages: list[KafkaCommitMessage | None], batchId: int) -> None:
         # Exactly-once: committed records are skipped when the batch is re-executed.
