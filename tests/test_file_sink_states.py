@@ -425,3 +425,15 @@ def test_storage_is_picklable_without_a_filesystem(tmp_path):
     storage = Storage(str(tmp_path))
     assert storage.local
     assert pickle.loads(pickle.dumps(storage))._fs is None
+
+
+def test_the_driver_lock_lives_in_a_private_directory(tmp_path, monkeypatch):
+    import stat
+
+    from connectors.files.sink.state import driver_lock
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "runtime"))
+    (tmp_path / "runtime").mkdir(mode=0o700)
+    with driver_lock(str(tmp_path / "base")):
+        locks = list((tmp_path / "runtime").rglob("*.lock"))
+    assert len(locks) == 1 and stat.S_IMODE(locks[0].parent.stat().st_mode) == 0o700

@@ -20,10 +20,9 @@ import fcntl
 import hashlib
 import json
 import posixpath
-import tempfile
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
+from connectors.core.private_dir import private_dir
 from connectors.files.sink.storage import Storage
 
 STATE_DIR = "_connectors_sink"
@@ -200,7 +199,7 @@ def driver_lock(base: str) -> Iterator[None]:
     for object-store base paths too.
     """
     digest = hashlib.sha1(base.rstrip("/").encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"connectors-file-sink-{digest}.lock"
+    path = private_dir("file-sink-locks") / f"{digest}.lock"  # not /tmp: another user could hold it
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
