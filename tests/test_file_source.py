@@ -9,7 +9,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 from compress import compressing
-from connectors.tools.checkpoint import read_checkpoint
+from connectors.core.checkpoint import read_checkpoint
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
 
