@@ -72,6 +72,7 @@ def describe(exc: BaseException, target: str) -> str:
     text += f", SQLSTATE {exc.pgcode}): " if exc.pgcode else "): "
     text += (diag.message_primary or str(exc)).strip().rstrip(".")
     text += f". {diag.message_detail.strip().rstrip('.')}" if diag.message_detail else ""
+    text += f" ({'; '.join(diag.context.strip().splitlines())})" if diag.context else ""  # e.g. COPY's line and column
     text += f" (the option '{_TIMEOUT_OPTIONS[exc.pgcode]}' sets it)" if exc.pgcode in _TIMEOUT_OPTIONS else ""
     return text + ". The open transaction was rolled back."
 

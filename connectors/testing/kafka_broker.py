@@ -140,23 +140,28 @@ class KafkaBroker(LocalService):
         }
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
-        log4j = self.data_dir / "log4j2.properties"
-        log4j.write_text(_LOG4J2)
-        common = ["-cp", str(self.libs / "*"), f"-Dlog4j2.configurationFile={log4j}"]
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
+        common = self._common_args()
         # A one-shot JVM: C1 only and the serial GC start it about twice as fast.
         quick = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
         format_args = ["kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)]
         run([java, *quick, *common, *format_args], "kafka storage format")
-        with open(self.log_file, "wb") as out:
-            proc = subprocess.Popen(
-                [java, "-Xmx1g", "-Djava.awt.headless=true", *common, "kafka.Kafka", str(config)],
+        address = f"127.0.0.1:{port}"
+        return self._spawn(), {"address": address, "port": port, "controller_port": controller_port}
+
+    def _common_args(self) -> list[str]:
+        return ["-cp", str(self.libs / "*"), f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}"]
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        config = self.data_dir / "server.properties"
+        with open(self.log_file, "ab") as out:
+            return subprocess.Popen(
+                [find_java(), "-Xmx1g", "-Djava.awt.headless=true", *self._common_args(), "kafka.Kafka", str(config)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        address = f"127.0.0.1:{port}"
-        return proc, {"address": address, "port": port, "controller_port": controller_port}
 
     def _ready(self, state: dict[str, Any]) -> bool:
         return answers(state["address"])

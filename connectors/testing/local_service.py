@@ -30,6 +30,14 @@ log = logging.getLogger("connectors.testing")
 _spawned: list[subprocess.Popen[bytes]] = []
 
 
+def _reap(pid: int) -> None:
+    """Wait for a server this process spawned and stopped: a zombie's pid still exists, and a
+    server restarted on the same data (PostgreSQL) takes its lock file for a live one's."""
+    for proc in _spawned:
+        if proc.pid == pid:
+            proc.wait()
+
+
 def cache_dir() -> Path:
     """Where downloads and runtime state live: ``$XDG_CACHE_HOME/connectors`` or ``~/.cache/connectors``."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "connectors"
@@ -114,6 +122,11 @@ class LocalService(ABC):
     def _ready(self, state: dict[str, Any]) -> bool:
         """Whether the server answers real requests (one quick probe)."""
 
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        """Start the server process on the initialised ``data_dir``, in a new session (what
+        :meth:`restart` runs; a server that cannot be restarted on its data does not define it)."""
+        raise NotImplementedError(f"{self.name} cannot be restarted on its data")
+
     def start(self, timeout: float = 180) -> str:
         """Return the address of the running server, starting one unless a live one is recorded."""
         with self._locked():
@@ -155,6 +168,44 @@ class LocalService(ABC):
             if running:
                 log.info("stopped %s (pid %s)", self.name, state["pid"])
             return running
+
+    # -- faults, for tests of how clients ride out a server failure (never on a shared server) --
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to the server's process group: SIGKILL (a crash), SIGSTOP (frozen: its
+        sockets stay open, nothing answers), SIGCONT (thawed)."""
+        state = self._read_state()
+        if state is None or not self._alive(state["pid"]):
+            raise RuntimeError(f"{self.name} is not running")
+        os.killpg(state["pid"], sig)
+        if sig == signal.SIGKILL:
+            deadline = time.monotonic() + 30
+            while self._alive(state["pid"]):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name} (pid {state['pid']}) survived SIGKILL")
+                time.sleep(0.05)
+            _reap(state["pid"])
+
+    def shutdown(self) -> None:
+        """Stop the server as its administrator would, keeping its data for :meth:`restart`."""
+        state = self._read_state()
+        if state is None or not self._terminate(state["pid"]):
+            raise RuntimeError(f"{self.name} is not running")
+        _reap(state["pid"])
+
+    def restart(self, timeout: float = 180) -> str:
+        """Start the server again on its data and ports after a crash or :meth:`shutdown`."""
+        with self._locked():
+            state = self._read_state()
+            if state is None or self._alive(state["pid"]):
+                raise RuntimeError(f"{self.name} is not stopped")
+            proc = self._spawn()
+            _spawned.append(proc)
+            state["pid"] = proc.pid
+            self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+            if not self._answers_within(state, timeout, lambda: proc.poll() is None):
+                raise RuntimeError(f"{self.name} did not come back; end of {self.log_file}:\n{self._log_tail()}")
+            return str(state["address"])
 
     def _read_state(self) -> dict[str, Any] | None:
         try:

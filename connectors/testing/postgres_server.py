@@ -103,17 +103,21 @@ class PostgresServer(LocalService):
         }
         with open(self.data_dir / "postgresql.conf", "a") as conf:
             conf.write("".join(f"{key} = {value}\n" for key, value in settings.items()))
-        with open(self.log_file, "wb") as out:
-            proc = subprocess.Popen(
+        dsn = f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/{DATABASE}"
+        return self._spawn(), {"address": dsn, "port": port}
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        bin_dir = _bin_dir()
+        assert bin_dir is not None  # _prepare installed it
+        with open(self.log_file, "ab") as out:
+            return subprocess.Popen(
                 [str(bin_dir / "postgres"), "-D", str(self.data_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                **as_owner,
+                **self._as_owner(),
             )
-        dsn = f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/{DATABASE}"
-        return proc, {"address": dsn, "port": port}
 
     def _ready(self, state: dict[str, Any]) -> bool:
         try:

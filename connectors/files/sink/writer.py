@@ -14,7 +14,8 @@ file are never published (the part continues in a new piece). See docs/file-sink
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
@@ -32,6 +33,33 @@ from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, TaskWri
 from connectors.testing.faults import fault_point
 
 __all__ = ["writer", "stream_writer"]
+
+# Where errors of the filesystem layer come from, beside OSError (s3fs lets connection errors through)
+_STORAGE_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec", "gcsfs", "adlfs")
+
+
+class FileSinkError(RuntimeError):
+    """The filesystem failed under the sink (an object store down, a disk full)."""
+
+
+def _storage_errors(what: str) -> Callable:
+    """A writer method whose filesystem errors fail as one line naming the base path and what
+    failed, instead of the client library's traceback (the micro-batch is retried on restart)."""
+
+    def decorate(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def wrapped(self, *args):
+            try:
+                return method(self, *args)
+            except Exception as exc:
+                if not isinstance(exc, OSError) and not type(exc).__module__.startswith(_STORAGE_MODULES):
+                    raise
+                detail = f"{type(exc).__name__}: {exc}"
+                raise FileSinkError(f"{FORMAT}: {what} under {self.plan.config.path} failed: {detail}") from None
+
+        return wrapped
+
+    return decorate
 
 
 def _plan(options, schema: StructType) -> SinkPlan:
@@ -58,6 +86,7 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, plan: SinkPlan):
         self.plan = plan
 
+    @_storage_errors("writing part files")
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileSinkMessage:
         task = current_task()
         if task.query_id is None or task.batch_id is None:
@@ -71,6 +100,7 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
         fault_point("files.task.written", self.plan.config.path)
         return FileSinkMessage(task.query_id, task.batch_id, False, slots)
 
+    @_storage_errors("committing the micro-batch")
     def commit(self, messages: list[FileSinkMessage | None], batchId: int) -> None:
         fault_point("files.commit.before", self.plan.config.path)
         commit_batch(self.plan, messages, batchId)

@@ -1,0 +1,244 @@
+"""Services failing under a running query: the Kafka broker SIGKILLed and restarted, or frozen
+past every request timeout; PostgreSQL restarted; the S3 server throttling (503) and resetting
+connections. The query rides it out or fails with a clear error within a bounded time, and after
+restarts from its checkpoint every record is there exactly once.
+
+The broker and the database are private instances started here from the launchers (their own
+ports and directories): the shared ones are never stopped or frozen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from test_kafka_sink import consume, create_topic
+from test_kafka_source import produce
+
+from connectors.files import finish
+from connectors.testing.kafka_broker import KafkaBroker
+from connectors.testing.postgres_server import PostgresServer
+from connectors.testing.s3_server import FlakyProxy
+
+RECORDS = 4000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    server = KafkaBroker(runtime_dir=tmp_path_factory.mktemp("private-kafka"))
+    address = server.start()
+    yield server, address
+    try:
+        server.signal(signal.SIGCONT)  # a failed test may leave it frozen
+    except RuntimeError:  # not running: a failed test left it killed
+        pass
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    server = PostgresServer(runtime_dir=tmp_path_factory.mktemp("private-postgres"))
+    dsn = server.start()
+    yield server, dsn
+    server.stop()
+    shutil.rmtree(server.data_dir.parent, ignore_errors=True)  # outside the runtime dir when root
+
+
+def through_fault(start: Callable, fault: Callable[[], None], within: float, clear: str) -> list[str]:
+    """Start the query, inject ``fault`` once two micro-batches have data, then restart the query
+    from its checkpoint each time it fails, until it finishes. Each run must finish or fail
+    within ``within`` seconds (of the fault's end, for the first), and a failure must end with
+    the connector's own one-line error matching ``clear``. Returns the failures."""
+    query = start()
+    deadline = time.monotonic() + 300
+    while query.isActive and sum(1 for p in query.recentProgress if p["numInputRows"]) < 2:
+        assert time.monotonic() < deadline, "the query made no progress"
+        time.sleep(0.2)
+    fault()
+    failures = []
+    for _ in range(3):
+        began = time.monotonic()
+        try:
+            ended = query.awaitTermination(within)
+        except StreamingQueryException as exc:
+            error = re.search(r"^(?:[\w.]+\.)?(\w+Error): (.*)$", str(exc), re.MULTILINE)  # the Python exception
+            assert error and re.match(clear, f"{error[1]}: {error[2]}"), f"not a clear error: {exc}"
+            failures.append(f"after {time.monotonic() - began:.0f} s: {error[1]}: {error[2]}")
+            query = start()
+            continue
+        if not ended:
+            query.stop()
+            raise AssertionError(f"the query neither finished nor failed within {within} s; failures: {failures}")
+        return failures
+    raise AssertionError(f"the query failed 3 times: {failures}")
+
+
+# --- Kafka -----------------------------------------------------------------------------------
+
+
+def kafka_to_kafka(spark, address: str, source: str, target: str, checkpoint) -> Callable:
+    """Starts ``source`` -> ``target`` on the private broker, exactly-once, 20 micro-batches."""
+
+    def start():
+        return (
+            spark.readStream.format("connectors.kafka").option("kafka.bootstrap.servers", address)
+            .option("subscribe", source).option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", RECORDS // 20).option("kafkaConsumer.pollTimeoutMs", "30000")
+            .load().selectExpr("value")
+            .writeStream.format("connectors.kafka").option("kafka.bootstrap.servers", address)
+            .option("topic", target).option("deliveryGuarantee", "exactly-once")
+            .option("transactionalIdPrefix", target).option("requestTimeout", "10s")
+            .option("kafka.transaction.timeout.ms", "30000")
+            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        )  # fmt: skip
+
+    return start
+
+
+KAFKA_ERROR = r"(KafkaSourceError|KafkaSinkError|TimeoutError): connectors\.kafka: "
+
+
+def kafka_input(address: str, name: str) -> list[str]:
+    create_topic(address, f"{name}-in", partitions=4)
+    create_topic(address, f"{name}-out")
+    values = [str(i) for i in range(RECORDS)]
+    for partition in range(4):
+        produce(address, f"{name}-in", values[partition::4], partition=partition)
+    return values
+
+
+def test_kafka_broker_killed_and_restarted(spark, broker, unique, tmp_path):
+    server, address = broker
+    values = kafka_input(address, unique)
+
+    def crash() -> None:
+        server.signal(signal.SIGKILL)
+        time.sleep(3)
+        server.restart()
+
+    failures = through_fault(kafka_to_kafka(spark, address, f"{unique}-in", f"{unique}-out", tmp_path / "cp"), crash,
+                             180, KAFKA_ERROR)
+    print(failures)
+    assert sorted(r.value.decode() for r in consume(address, f"{unique}-out")) == sorted(values)
+
+
+def test_kafka_broker_frozen_past_the_timeouts(spark, broker, unique, tmp_path):
+    server, address = broker
+    values = kafka_input(address, unique)
+
+    def freeze() -> None:
+        server.signal(signal.SIGSTOP)
+        time.sleep(45)
+        server.signal(signal.SIGCONT)
+
+    failures = through_fault(kafka_to_kafka(spark, address, f"{unique}-in", f"{unique}-out", tmp_path / "cp"), freeze,
+                             180, KAFKA_ERROR)
+    print(failures)
+    assert sorted(r.value.decode() for r in consume(address, f"{unique}-out")) == sorted(values)
+
+
+def test_kafka_broker_frozen_under_the_exactly_once_sink(spark, broker, unique, tmp_path):
+    """No Kafka source to time out first: the sink's own calls must end (requestTimeout,
+    kafka.transaction.timeout.ms)."""
+    server, address = broker
+    create_topic(address, unique)
+
+    def start():
+        return (
+            spark.readStream.format("connectors.numbers").option("end", RECORDS - 1)
+            .option("rowsPerBatch", RECORDS // 20).option("numPartitions", 2).load()
+            .selectExpr("cast(value as string) AS value")
+            .writeStream.format("connectors.kafka").option("kafka.bootstrap.servers", address)
+            .option("topic", unique).option("deliveryGuarantee", "exactly-once")
+            .option("transactionalIdPrefix", unique).option("requestTimeout", "10s")
+            .option("kafka.transaction.timeout.ms", "30000")
+            .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        )  # fmt: skip
+
+    def freeze() -> None:
+        server.signal(signal.SIGSTOP)
+        time.sleep(45)
+        server.signal(signal.SIGCONT)
+
+    failures = through_fault(start, freeze, 180, KAFKA_ERROR)
+    print(failures)
+    assert sorted(int(r.value) for r in consume(address, unique)) == list(range(RECORDS))
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def test_postgres_restarted(spark, database, unique, tmp_path):
+    import psycopg2
+
+    server, dsn = database
+    with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {unique} (id bigint, name text)")  # no key: a duplicate stays
+    connection.close()
+
+    def start():
+        return (
+            spark.readStream.format("connectors.numbers").option("end", RECORDS - 1)
+            .option("rowsPerBatch", RECORDS // 20).option("numPartitions", 2).load()
+            .selectExpr("value AS id", "concat('n', value) AS name")
+            .writeStream.format("connectors.jdbc").option("url", dsn).option("dbtable", unique)
+            .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        )  # fmt: skip
+
+    def restart() -> None:
+        server.shutdown()
+        time.sleep(2)
+        server.restart()
+
+    failures = through_fault(start, restart, 120, r"JdbcWriteError: connectors\.jdbc: ")
+    print(failures)
+    with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {unique}")
+        assert cursor.fetchone() == (RECORDS, RECORDS, 0, RECORDS - 1)
+    connection.close()
+
+
+# --- S3 --------------------------------------------------------------------------------------
+
+
+def test_s3_throttling_and_resetting_connections(spark, s3_server, unique, tmp_path):
+    import s3fs
+
+    proxy = FlakyProxy(s3_server.endpoint_url)
+    base = f"{s3_server.create_bucket(unique)}/out"
+
+    def start():
+        return (
+            spark.readStream.format("connectors.numbers").option("end", RECORDS - 1)
+            .option("rowsPerBatch", RECORDS // 20).option("numPartitions", 2).load()
+            .selectExpr("value AS id")
+            .writeStream.format("connectors.files").option("path", base).option("fileFormat", "csv")
+            .option("bucketAssigner", "basePath").option("storageOptions", json.dumps(proxy.storage_options()))
+            .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        )  # fmt: skip
+
+    def outage() -> None:
+        proxy.fail("503")
+        time.sleep(20)
+        proxy.fail("reset")
+        time.sleep(10)
+        proxy.heal()
+
+    try:
+        failures = through_fault(start, outage, 180, rf"FileSinkError: connectors\.files: .* under {base} failed: ")
+    finally:
+        proxy.stop()
+    print(failures, proxy.failures)
+    assert proxy.failures > 0
+    finish(base, s3_server.storage_options())
+    fs = s3fs.S3FileSystem(**s3_server.storage_options())
+    fs.invalidate_cache()
+    finals = [path for path in fs.find(base) if path.rsplit("/", 1)[1].startswith("part-")]
+    ids = [int(line) for path in finals for line in fs.cat(path).decode().splitlines()]
+    assert len(ids) == RECORDS and sorted(ids) == list(range(RECORDS))
