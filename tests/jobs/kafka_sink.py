@@ -93,9 +93,11 @@ def write_task(options, batch, batches, partition=0):
 
     from connectors.kafka import KafkaSinkOptions
     from connectors.kafka.sink.exactly_once import WorkUnit, write_exactly_once
+    from connectors.kafka.sink.producer import check_cluster
     from connectors.kafka.sink.records import RecordLayout
 
     config = KafkaSinkOptions.from_options(options)
+    check_cluster(config)  # as the driver does at query start: creates the progress topic
     layout = RecordLayout.of(StructType([StructField("value", StringType())]), config.topic)
     return write_exactly_once(config, layout, iter(batches), WorkUnit("run", batch, partition))
 
