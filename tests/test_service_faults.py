@@ -52,9 +52,10 @@ def database(tmp_path_factory):
 
 def through_fault(start: Callable, fault: Callable[[], None], within: float, clear: str) -> list[str]:
     """Start the query, inject ``fault`` once two micro-batches have data, then restart the query
-    from its checkpoint each time it fails, until it finishes. Each run must finish or fail
-    within ``within`` seconds (of the fault's end, for the first), and a failure must end with
-    the connector's own one-line error matching ``clear``. Returns the failures."""
+    from its checkpoint each time it fails, until it finishes. No run may go ``within`` seconds
+    without completing a micro-batch, finishing or failing (a slow broker may make it crawl, never
+    hang), and a failure must end with the connector's own one-line error matching ``clear``.
+    Returns the failures."""
     query = start()
     deadline = time.monotonic() + 300
     while query.isActive and sum(1 for p in query.recentProgress if p["numInputRows"]) < 2:
@@ -65,18 +66,30 @@ def through_fault(start: Callable, fault: Callable[[], None], within: float, cle
     for _ in range(3):
         began = time.monotonic()
         try:
-            ended = query.awaitTermination(within)
+            await_steps(query, within, failures)
         except StreamingQueryException as exc:
             error = re.search(r"^(?:[\w.]+\.)?(\w+Error): (.*)$", str(exc), re.MULTILINE)  # the Python exception
             assert error and re.match(clear, f"{error[1]}: {error[2]}"), f"not a clear error: {exc}"
             failures.append(f"after {time.monotonic() - began:.0f} s: {error[1]}: {error[2]}")
             query = start()
             continue
-        if not ended:
-            query.stop()
-            raise AssertionError(f"the query neither finished nor failed within {within} s; failures: {failures}")
         return failures
     raise AssertionError(f"the query failed 3 times: {failures}")
+
+
+def await_steps(query, within: float, failures: list[str]) -> None:
+    """Wait for ``query`` to finish (raises if it fails); fail the test if it goes ``within``
+    seconds without completing a micro-batch."""
+    batch, since = None, time.monotonic()
+    while not query.awaitTermination(1):
+        progress = query.lastProgress
+        if progress is not None and progress["batchId"] != batch:
+            batch, since = progress["batchId"], time.monotonic()
+        elif time.monotonic() - since > within:
+            status = query.status
+            query.stop()
+            raise AssertionError(f"the query went {within} s without a micro-batch, an end or a failure "
+                                 f"(status {status}, last batch {batch}); failures: {failures}")
 
 
 # --- Kafka -----------------------------------------------------------------------------------
@@ -101,7 +114,7 @@ def kafka_to_kafka(spark, address: str, source: str, target: str, checkpoint) ->
     return start
 
 
-KAFKA_ERROR = r"(KafkaSourceError|KafkaSinkError|TimeoutError): connectors\.kafka: "
+KAFKA_ERROR = r"(KafkaSourceError|KafkaSinkError|TimeoutError|OptionError): connectors\.kafka: "
 
 
 def kafka_input(address: str, name: str) -> list[str]:
@@ -196,7 +209,7 @@ def test_postgres_restarted(spark, database, unique, tmp_path):
         time.sleep(2)
         server.restart()
 
-    failures = through_fault(start, restart, 120, r"JdbcWriteError: connectors\.jdbc: ")
+    failures = through_fault(start, restart, 120, r"(JdbcWriteError|OptionError): connectors\.jdbc: ")
     print(failures)
     with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {unique}")

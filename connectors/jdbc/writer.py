@@ -62,8 +62,14 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
     except psycopg2.Error as exc:
         raise config.error("url", f"cannot connect: {str(exc).strip()}") from None
     try:
-        with connection.cursor() as cursor:
-            statement, name = plan_statement(config, schema, cursor)
+        try:
+            with connection.cursor() as cursor:
+                statement, name = plan_statement(config, schema, cursor)
+        except psycopg2.OperationalError as exc:  # the server went away mid-check (restart, network)
+            raise config.error("url", f"lost the connection while checking the target: {str(exc).strip()}") from None
+        except psycopg2.Error as exc:
+            target_option = "dbtable" if config.sql is None else "sql"
+            raise config.error(target_option, f"checking the target failed: {str(exc).strip()}") from None
         connection.rollback()
         progress = None
         if config.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
