@@ -91,7 +91,7 @@ def run_chaos(workdir: Path, kafka: str, postgres: str, kills: int, batches: int
     queries = [[t.name, "jobs.sinks:numbers_to_sink", t.job_args(end, ROWS_PER_BATCH, dawdle=0.2)] for t in sinks]
     queries += [[s.name, *s.job()] for s in sources]
     harness = CrashHarness(job="jobs.sinks:many", args={"queries": queries}, workdir=workdir / "crash",
-                           pythonpath=[str(TESTS_DIR)], final_timeout=3600)  # fmt: skip
+                           pythonpath=[str(TESTS_DIR)], final_timeout=3600, progress=True)  # fmt: skip
     report = harness.run(kills=kills, kill_at="random", random_window=window, seed=seed)
     killed = [run for run in report.runs if run.killed]
     live = {name: sum(_ran_unfinished(harness, run, name) for run in killed) for name, *_ in queries}

@@ -79,6 +79,7 @@ class CrashHarness:
     spark_master: str | None = None  # default local[2]; e.g. a StandaloneCluster's url
     start_timeout: float = 180.0  # a cold child needs ~20 s before its first batch
     final_timeout: float = 600.0
+    progress: bool = False  # a line on stdout as each run ends (make chaos runs for many minutes)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
@@ -211,8 +212,13 @@ class CrashHarness:
         if fired is not None:
             killed = exit_code == -signal.SIGKILL
         events = self._read_events(number)
-        return RunRecord(killed, exit_code, time.monotonic() - started, [e["batchId"] for e in events if "batchId" in e],
-                         fired, [e["terminated"] for e in events if "terminated" in e])
+        record = RunRecord(killed, exit_code, time.monotonic() - started, [e["batchId"] for e in events if "batchId" in e],
+                           fired, [e["terminated"] for e in events if "terminated" in e])
+        if self.progress:
+            ended = "killed" if killed else f"exited with {exit_code}"
+            print(f"run {number}: {ended} after {record.seconds:.0f} s, {len(record.completed_batches)} micro-batches "
+                  f"completed, {len(record.terminated)} queries finished", flush=True)
+        return record
 
     def _wait_and_kill(self, child, kill_at, rng, window, started, action) -> bool:
         if kill_at is None:
