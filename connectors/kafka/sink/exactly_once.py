@@ -136,7 +136,7 @@ def _call(what: str, call: Callable[[], T], attempts: int = _ATTEMPTS) -> T:
         raise KafkaSinkError(f"{what} failed: {describe(exc.args[0])}") from None
 
 
-class StuckCall(KafkaSinkError):
+class StuckCallError(KafkaSinkError):
     """A librdkafka call blocked past its own timeout. Its producer is left to the blocked
     thread: closing it would block too. The next producer of the id fences and aborts it."""
 
@@ -160,7 +160,7 @@ def _bounded(what: str, call: Callable[[], T], timeout: float) -> T:
     thread.start()
     thread.join(timeout + _STUCK_GRACE)
     if not outcome:
-        raise StuckCall(f"{what} did not return within {timeout + _STUCK_GRACE:.0f} s (its own timeout is "
+        raise StuckCallError(f"{what} did not return within {timeout + _STUCK_GRACE:.0f} s (its own timeout is "
                         f"{timeout:.0f} s; librdkafka blocks past it while the group coordinator is unreachable)")
     ok, value = outcome[0]
     if not ok:
@@ -299,7 +299,7 @@ class TransactionalProducer:
         name = hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
         self.owner_file = None if owners is None else owners / name
         self.token = uuid.uuid4().hex
-        self.stuck = False  # a call of the producer never returned (StuckCall): never touch it again
+        self.stuck = False  # a call of the producer never returned (StuckCallError): never touch it again
         # Created first, so its coordinator lookup overlaps init_transactions().
         self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
         try:
@@ -338,7 +338,7 @@ class TransactionalProducer:
     def _add_progress(self, progress: Progress, attempts: int = _ATTEMPTS) -> None:
         try:
             self.progress.add_to_transaction(self.sink, progress, attempts)
-        except StuckCall:
+        except StuckCallError:
             self.stuck = True
             raise
 
