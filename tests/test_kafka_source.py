@@ -451,16 +451,45 @@ def test_data_loss_in_a_stream(spark, kafka_bootstrap, admin, topic, tmp_path, f
         assert read == sorted(f"v{i}" for i in [*range(10), *range(15, 20)])
 
 
+def read_rows(reader: RangeReader) -> list[tuple]:
+    """(topic, partition, offset, value) of every record a task reads, in the order read per partition."""
+    rows = [row for batch in reader for row in zip(*(batch.column(c).to_pylist()
+                                                       for c in ("topic", "partition", "offset", "value")))]
+    return sorted(rows, key=lambda row: row[:2])  # stable: offsets keep the order they were read in
+
+
 def test_data_loss_while_a_task_reads(kafka_bootstrap, admin, topic):
-    """Records deleted between planning and reading: the task reports it, or skips to earliest."""
-    name = topic(1)
+    """Records deleted between planning and reading: the task reports it, or skips to earliest,
+    and goes on reading its other partitions."""
+    name = topic(2)
     produce(kafka_bootstrap, name, [f"v{i}" for i in range(20)])
+    produce(kafka_bootstrap, name, ["w0", "w1"], partition=1)
     _delete_before(admin, name, 15)
-    planned = OffsetRange(name, 0, 5, 20)
+    planned = [OffsetRange(name, 0, 5, 20), OffsetRange(name, 1, 0, 2)]
     with pytest.raises(DataLossError, match=f"topic {name} partition 0: offset 5 was deleted; earliest available offset is 15"):
-        list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
-    batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
-    assert [v.decode() for b in batches for v in b.column("value").to_pylist()] == [f"v{i}" for i in range(15, 20)]
+        list(RangeReader(options(kafka_bootstrap, subscribe=name), *planned))
+    rows = read_rows(RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), *planned))
+    assert [(p, o, v.decode()) for _, p, o, v in rows] == [
+        *((0, i, f"v{i}") for i in range(15, 20)), (1, 0, "w0"), (1, 1, "w1")]
+
+
+def test_one_consumer_reads_every_range_of_a_task_up_to_its_end(kafka_bootstrap, topic, unique):
+    first, second = topic(3), topic(1, name=f"{unique}-second")
+    for partition in range(3):
+        produce(kafka_bootstrap, first, [f"{partition}-{i}" for i in range(500)], partition=partition,
+                headers=[("h", str(partition).encode())])
+    produce(kafka_bootstrap, second, [f"s-{i}" for i in range(10)])
+    planned = [OffsetRange(first, 0, 0, 3), OffsetRange(first, 1, 100, 400), OffsetRange(first, 2, 499, 500),
+               OffsetRange(second, 0, 4, 6)]  # past every end but the last there are more records
+    expected = [(first, 0, i, b"0-%d" % i) for i in range(3)] + [(first, 1, i, b"1-%d" % i) for i in range(100, 400)]
+    expected += [(first, 2, 499, b"2-499"), (second, 0, 4, b"s-4"), (second, 0, 5, b"s-5")]
+    for tasks in (planned, planned[:3]):  # several topics, and one
+        config = options(kafka_bootstrap, subscribe=first, includeHeaders="true", maxBytesPerBatch="1k")
+        batches = list(RangeReader(config, *tasks))
+        assert max(batch.num_rows for batch in batches) < 300  # maxBytesPerBatch still bounds every batch
+        headers = {h and h[0]["value"] for batch in batches for h in batch.column("headers").to_pylist()}
+        assert headers == ({b"0", b"1", b"2", None} if len(tasks) == 4 else {b"0", b"1", b"2"})
+        assert read_rows(RangeReader(config, *tasks)) == [row for row in expected if row[0] == first or len(tasks) == 4]
 
 
 def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):
@@ -474,13 +503,15 @@ def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstr
 
 
 def test_range_past_the_end_of_a_recreated_topic(kafka_bootstrap, topic):
-    name = topic(1)
+    name = topic(2)
     produce(kafka_bootstrap, name, ["a", "b"])
-    planned = OffsetRange(name, 0, 0, 10)  # planned before the topic was recreated smaller
+    produce(kafka_bootstrap, name, ["c"], partition=1)
+    # planned before the topic was recreated smaller
+    planned = [OffsetRange(name, 0, 0, 10), OffsetRange(name, 1, 0, 1)]
     with pytest.raises(DataLossError, match=f"topic {name} partition 0 ends at offset 2, but offsets up to 10"):
-        list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
-    batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
-    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"a", b"b"]
+        list(RangeReader(options(kafka_bootstrap, subscribe=name), *planned))
+    rows = read_rows(RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), *planned))
+    assert [v for *_, v in rows] == [b"a", b"b", b"c"]
 
 
 # -- transactions ---------------------------------------------------------------------------
@@ -511,6 +542,29 @@ def test_read_committed_skips_aborted_records_and_never_hangs(spark, kafka_boots
         assert values(spark.table("committed_only")) == committed
     finally:
         producer.abort_transaction(30)
+
+
+def test_read_committed_ranges_of_one_task_end_on_markers(kafka_bootstrap, topic, unique):
+    name = topic(3)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique})
+    producer.init_transactions(30)
+    # In each partition: c0 c1 c2 (0-2), marker 3, a0 a1 (4-5) aborted, marker 6, c0 c1 (7-8), marker 9.
+    for kind, count in [("c", 3), ("a", 2), ("c", 2)]:
+        producer.begin_transaction()
+        for i in range(count):
+            for partition in range(3):
+                producer.produce(name, value=f"{kind}{i}", partition=partition)
+        producer.flush(30)
+        producer.commit_transaction(30) if kind == "c" else producer.abort_transaction(30)
+    config = options(kafka_bootstrap, subscribe=name, **{"kafka.isolation.level": "read_committed",
+                                                         "kafkaConsumer.pollTimeoutMs": "20s"})
+    started = time.monotonic()
+    planned = [OffsetRange(name, 0, 0, 4), OffsetRange(name, 1, 3, 7), OffsetRange(name, 2, 0, 10)]
+    rows = read_rows(RangeReader(config, *planned))
+    assert [(p, o, v) for _, p, o, v in rows] == [
+        (0, 0, b"c0"), (0, 1, b"c1"), (0, 2, b"c2"), (2, 0, b"c0"), (2, 1, b"c1"), (2, 2, b"c2"), (2, 7, b"c0"),
+        (2, 8, b"c1")]
+    assert time.monotonic() - started < 10  # ranges ending on a marker or aborted records finish
 
 
 # -- crash recovery -------------------------------------------------------------------------
