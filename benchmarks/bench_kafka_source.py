@@ -33,17 +33,18 @@ PARTITIONS = 8
 VALUE_BYTES = 100
 
 
-def create_topic(bootstrap: str, records: int) -> str:
+def create_topic(bootstrap: str, records: int, partitions: int = PARTITIONS) -> str:
+    """A new topic of ``records`` records of VALUE_BYTES, spread evenly (round robin) over its partitions."""
     name = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(60)
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(60)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
                          "compression.type": "none", "queue.buffering.max.messages": 1_000_000})
     value = b"x" * VALUE_BYTES
     for i in range(records):
         while True:
             try:
-                producer.produce(name, value=value, partition=i % PARTITIONS)
+                producer.produce(name, value=value, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.1)

@@ -18,9 +18,11 @@ from pyspark.errors.exceptions.captured import StreamingQueryException
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import ADMISSION_CONTROL
 from connectors.kafka.source.offsets import (
+    SPLIT,
     DataLossError,
     OffsetRange,
     from_json,
+    pack,
     plan,
     rate_limit,
     split,
@@ -107,6 +109,39 @@ def test_split_honours_min_partitions_and_max_records():
     assert [(r.start, r.end) for r in split(ranges[:1], None, 400)] == [(0, 333), (333, 666), (666, 1000)]
 
 
+def layout(tasks) -> list[list[tuple[int, int, int]]]:
+    return [[(r.partition, r.start, r.end) for r in task.ranges] for task in tasks]
+
+
+def test_pack_fills_tasks_in_order_and_leaves_big_ranges_alone():
+    ranges = [OffsetRange("t", p, 0, size) for p, size in enumerate([30, 30, 30, 100, 5, 5])]
+    assert layout(pack(ranges, 60, None, None)) == [
+        [(0, 0, 30), (1, 0, 30)], [(2, 0, 30)], [(3, 0, 100)], [(4, 0, 5), (5, 0, 5)]]
+    assert layout(pack(ranges, 60, None, None)) == layout(pack(list(ranges), 60, None, None))  # deterministic
+    assert layout(pack(ranges, 1, None, None)) == [[(r.partition, r.start, r.end)] for r in ranges]  # Spark's
+    assert layout(pack(ranges, 1000, None, 40)) == [  # maxRecordsPerPartition caps a task too
+        [(0, 0, 30)], [(1, 0, 30)], [(2, 0, 30)], [(3, 0, 100)], [(4, 0, 5), (5, 0, 5)]]
+    # A thousand small ranges: the tasks follow the records, not the partitions.
+    many = [OffsetRange("t", p, 0, 20) for p in range(1000)]
+    assert [task.size for task in pack(many, 50_000, None, None)] == [20_000]
+    assert [task.size for task in pack(many, 5000, None, None)] == [5000] * 4
+
+
+def test_pack_keeps_at_least_min_partitions_tasks():
+    many = [OffsetRange("t", p, 0, 20) for p in range(1000)]
+    assert [task.size for task in pack(split(many, 200, None), 50_000, 200, None)] == [100] * 200
+    # Few records in many ranges: never fewer tasks than minPartitions, even when the target is not reached.
+    skewed = [OffsetRange("t", 0, 0, 1000), *(OffsetRange("t", p, 0, 1) for p in range(1, 5))]
+    assert layout(pack(split(skewed, 4, None), 50_000, 4, None)) == [
+        [(0, 0, 1000)], [(1, 0, 1), (2, 0, 1)], [(3, 0, 1)], [(4, 0, 1)]]
+    # A big range cut by minPartitions stays cut.
+    assert layout(pack(split([OffsetRange("t", 0, 0, 100)], 4, None), 50_000, 4, None)) == [
+        [(0, 0, 25)], [(0, 25, 50)], [(0, 50, 75)], [(0, 75, 100)]]
+    # A task reads at most one range per partition: pieces of one that share a task join again.
+    pieces = [OffsetRange("t", 0, 0, 25), OffsetRange("t", 0, 25, 50), OffsetRange("t", 1, 0, 25)]
+    assert layout(pack(pieces, 60, None, None)) == [[(0, 0, 50)], [(1, 0, 25)]]
+
+
 def test_plan_reports_every_kind_of_data_loss():
     reports: list[str] = []
     ranges = plan(
@@ -144,6 +179,8 @@ BAD_OPTIONS = [
     ({"subscribe": "a", "failOnDataLos": "false"}, "unknown option; did you mean 'failOnDataLoss'?"),
     ({"subscribe": "a", "maxBytesPerBatch": "lots"}, "option 'maxBytesPerBatch' = 'lots': expected a size"),
     ({"subscribe": "a", "maxBytesPerBatch": "2g"}, "option 'maxBytesPerBatch' = 2147483648: must be at most 1g"),
+    ({"subscribe": "a", "targetRecordsPerPartition": "0"},
+     "option 'targetRecordsPerPartition' = '0': must be greater than 0"),
 ]
 
 
@@ -227,6 +264,31 @@ def test_batch_offsets_json_assign_and_min_partitions(spark, kafka_bootstrap, to
     assert only_p0.rdd.getNumPartitions() == 4 and only_p0.count() == 100
     with pytest.raises(PySparkException, match="must name every partition read"):
         source(spark, kafka_bootstrap, subscribe=name, startingOffsets=json.dumps({name: {"0": 1}})).collect()
+
+
+def test_many_partitions_are_read_once_each_by_a_few_tasks(spark, kafka_bootstrap, topic, tmp_path, batch_partitions):
+    name, partitions = topic(210), 210
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
+    for partition in range(partitions):
+        for i in range(partition % 7 + 1):
+            producer.produce(name, value=f"{partition}:{i}", partition=partition)
+    assert producer.flush(30) == 0
+    every = sorted(f"{p}:{i}" for p in range(partitions) for i in range(p % 7 + 1))
+    read = lambda df: sorted(r.value.decode() for r in df.collect()  # noqa: E731
+                             if r.value.decode() == f"{r.partition}:{r.offset}")
+
+    packed, spark_like = (source(spark, kafka_bootstrap, subscribe=name, **extra)
+                          for extra in ({}, {"targetRecordsPerPartition": "1"}))
+    assert (packed.rdd.getNumPartitions(), spark_like.rdd.getNumPartitions()) == (1, partitions)
+    assert read(packed) == read(spark_like) == every
+
+    df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest", maxOffsetsPerTrigger="300",
+                targetRecordsPerPartition="100")
+    batches = batch_partitions(df.selectExpr("CAST(value AS STRING)"), str(tmp_path / "cp"))
+    for tasks in batches.values():  # a task is closed when the next range (at most 7 records) does not fit
+        sizes = [len(tasks[task]) for task in sorted(tasks)]
+        assert max(sizes) <= 100 and min(sizes[:-1], default=94) > 93, sizes
+    assert sorted(value for tasks in batches.values() for rows in tasks.values() for value in rows) == every
 
 
 def test_batch_by_timestamps(spark, kafka_bootstrap, topic):
@@ -313,6 +375,28 @@ def test_replayed_first_batch_starts_where_it_first_did(spark, kafka_bootstrap, 
     produce(kafka_bootstrap, name, ["new"] * 5)
     # Spark asks initialOffset() again to replay a first batch: "latest" is 10 by now, past its end
     assert batch_partitions(df, checkpoint) == {0: {}, 1: {0: [5, 6, 7, 8, 9]}}
+
+
+def test_replayed_batch_of_an_older_version_keeps_one_task_per_range(spark, kafka_bootstrap, topic, tmp_path,
+                                                                     batch_partitions):
+    name = topic(3)
+    for partition in range(3):
+        produce(kafka_bootstrap, name, [f"{partition}-{i}" for i in range(5)], partition=partition)
+    df = source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets="earliest")
+    df = df.selectExpr("CAST(value AS STRING)")
+    checkpoint = tmp_path / "cp"
+    every = sorted(f"{p}-{i}" for p in range(3) for i in range(5))
+    first = batch_partitions(df, str(checkpoint), fail_at=0)
+    assert list(first[0]) == [0] and sorted(first[0][0]) == every  # packed into one task
+    # What the version before packing wrote: a split without a target.
+    log = checkpoint / "offsets" / "0"
+    lines = log.read_text().split("\n")
+    end = json.loads(lines[-1])
+    del end[SPLIT]["targetRecordsPerPartition"]
+    log.write_text("\n".join([*lines[:-1], json.dumps(end)]))
+    replayed = batch_partitions(df, str(checkpoint))
+    assert {part: sorted(rows) for part, rows in replayed[0].items()} == {
+        p: [f"{p}-{i}" for i in range(5)] for p in range(3)}
 
 
 def test_available_now_with_max_offsets_per_trigger(spark, kafka_bootstrap, topic, tmp_path):
@@ -451,16 +535,45 @@ def test_data_loss_in_a_stream(spark, kafka_bootstrap, admin, topic, tmp_path, f
         assert read == sorted(f"v{i}" for i in [*range(10), *range(15, 20)])
 
 
+def read_rows(reader: RangeReader) -> list[tuple]:
+    """(topic, partition, offset, value) of every record a task reads, in the order read per partition."""
+    rows = [row for batch in reader for row in zip(*(batch.column(c).to_pylist()
+                                                       for c in ("topic", "partition", "offset", "value")))]
+    return sorted(rows, key=lambda row: row[:2])  # stable: offsets keep the order they were read in
+
+
 def test_data_loss_while_a_task_reads(kafka_bootstrap, admin, topic):
-    """Records deleted between planning and reading: the task reports it, or skips to earliest."""
-    name = topic(1)
+    """Records deleted between planning and reading: the task reports it, or skips to earliest,
+    and goes on reading its other partitions."""
+    name = topic(2)
     produce(kafka_bootstrap, name, [f"v{i}" for i in range(20)])
+    produce(kafka_bootstrap, name, ["w0", "w1"], partition=1)
     _delete_before(admin, name, 15)
-    planned = OffsetRange(name, 0, 5, 20)
+    planned = [OffsetRange(name, 0, 5, 20), OffsetRange(name, 1, 0, 2)]
     with pytest.raises(DataLossError, match=f"topic {name} partition 0: offset 5 was deleted; earliest available offset is 15"):
-        list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
-    batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
-    assert [v.decode() for b in batches for v in b.column("value").to_pylist()] == [f"v{i}" for i in range(15, 20)]
+        list(RangeReader(options(kafka_bootstrap, subscribe=name), *planned))
+    rows = read_rows(RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), *planned))
+    assert [(p, o, v.decode()) for _, p, o, v in rows] == [
+        *((0, i, f"v{i}") for i in range(15, 20)), (1, 0, "w0"), (1, 1, "w1")]
+
+
+def test_one_consumer_reads_every_range_of_a_task_up_to_its_end(kafka_bootstrap, topic, unique):
+    first, second = topic(3), topic(1, name=f"{unique}-second")
+    for partition in range(3):
+        produce(kafka_bootstrap, first, [f"{partition}-{i}" for i in range(500)], partition=partition,
+                headers=[("h", str(partition).encode())])
+    produce(kafka_bootstrap, second, [f"s-{i}" for i in range(10)])
+    planned = [OffsetRange(first, 0, 0, 3), OffsetRange(first, 1, 100, 400), OffsetRange(first, 2, 499, 500),
+               OffsetRange(second, 0, 4, 6)]  # past every end but the last there are more records
+    expected = [(first, 0, i, b"0-%d" % i) for i in range(3)] + [(first, 1, i, b"1-%d" % i) for i in range(100, 400)]
+    expected += [(first, 2, 499, b"2-499"), (second, 0, 4, b"s-4"), (second, 0, 5, b"s-5")]
+    for tasks in (planned, planned[:3]):  # several topics, and one
+        config = options(kafka_bootstrap, subscribe=first, includeHeaders="true", maxBytesPerBatch="1k")
+        batches = list(RangeReader(config, *tasks))
+        assert max(batch.num_rows for batch in batches) < 300  # maxBytesPerBatch still bounds every batch
+        headers = {h and h[0]["value"] for batch in batches for h in batch.column("headers").to_pylist()}
+        assert headers == ({b"0", b"1", b"2", None} if len(tasks) == 4 else {b"0", b"1", b"2"})
+        assert read_rows(RangeReader(config, *tasks)) == [row for row in expected if row[0] == first or len(tasks) == 4]
 
 
 def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):
@@ -474,13 +587,15 @@ def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstr
 
 
 def test_range_past_the_end_of_a_recreated_topic(kafka_bootstrap, topic):
-    name = topic(1)
+    name = topic(2)
     produce(kafka_bootstrap, name, ["a", "b"])
-    planned = OffsetRange(name, 0, 0, 10)  # planned before the topic was recreated smaller
+    produce(kafka_bootstrap, name, ["c"], partition=1)
+    # planned before the topic was recreated smaller
+    planned = [OffsetRange(name, 0, 0, 10), OffsetRange(name, 1, 0, 1)]
     with pytest.raises(DataLossError, match=f"topic {name} partition 0 ends at offset 2, but offsets up to 10"):
-        list(RangeReader(options(kafka_bootstrap, subscribe=name), planned))
-    batches = RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), planned)
-    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"a", b"b"]
+        list(RangeReader(options(kafka_bootstrap, subscribe=name), *planned))
+    rows = read_rows(RangeReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss="false"), *planned))
+    assert [v for *_, v in rows] == [b"a", b"b", b"c"]
 
 
 # -- transactions ---------------------------------------------------------------------------
@@ -511,6 +626,29 @@ def test_read_committed_skips_aborted_records_and_never_hangs(spark, kafka_boots
         assert values(spark.table("committed_only")) == committed
     finally:
         producer.abort_transaction(30)
+
+
+def test_read_committed_ranges_of_one_task_end_on_markers(kafka_bootstrap, topic, unique):
+    name = topic(3)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique})
+    producer.init_transactions(30)
+    # In each partition: c0 c1 c2 (0-2), marker 3, a0 a1 (4-5) aborted, marker 6, c0 c1 (7-8), marker 9.
+    for kind, count in [("c", 3), ("a", 2), ("c", 2)]:
+        producer.begin_transaction()
+        for i in range(count):
+            for partition in range(3):
+                producer.produce(name, value=f"{kind}{i}", partition=partition)
+        producer.flush(30)
+        producer.commit_transaction(30) if kind == "c" else producer.abort_transaction(30)
+    config = options(kafka_bootstrap, subscribe=name, **{"kafka.isolation.level": "read_committed",
+                                                         "kafkaConsumer.pollTimeoutMs": "20s"})
+    started = time.monotonic()
+    planned = [OffsetRange(name, 0, 0, 4), OffsetRange(name, 1, 3, 7), OffsetRange(name, 2, 0, 10)]
+    rows = read_rows(RangeReader(config, *planned))
+    assert [(p, o, v) for _, p, o, v in rows] == [
+        (0, 0, b"c0"), (0, 1, b"c1"), (0, 2, b"c2"), (2, 0, b"c0"), (2, 1, b"c1"), (2, 2, b"c2"), (2, 7, b"c0"),
+        (2, 8, b"c1")]
+    assert time.monotonic() - started < 10  # ranges ending on a marker or aborted records finish
 
 
 # -- crash recovery -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql.datasource import InputPartition
 
@@ -45,7 +45,7 @@ def from_json(offsets: Mapping[str, Mapping[str, int]]) -> Offsets:
 
 
 class OffsetRange(InputPartition):
-    """Offsets ``start`` (inclusive) to ``end`` (exclusive) of one Kafka partition: one Spark task."""
+    """Offsets ``start`` (inclusive) to ``end`` (exclusive) of one Kafka partition."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int):
         super().__init__((topic, partition, start, end))
@@ -57,6 +57,22 @@ class OffsetRange(InputPartition):
 
     def __repr__(self) -> str:
         return f"OffsetRange({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+class TaskRanges(InputPartition):
+    """The offset ranges one Spark task reads, at most one per Kafka partition (as a Flink reader
+    holds many splits)."""
+
+    def __init__(self, ranges: Sequence[OffsetRange]):
+        super().__init__(tuple(r.value for r in ranges))
+        self.ranges = tuple(ranges)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
+
+    def __repr__(self) -> str:
+        return f"TaskRanges({', '.join(map(repr, self.ranges))})"
 
 
 def rate_limit(start: Offsets, latest: Offsets, limit: int) -> Offsets:
@@ -102,6 +118,33 @@ def split(ranges: list[OffsetRange], min_partitions: int | None, max_records: in
             out.append(OffsetRange(r.topic, r.partition, position, position + piece))
             position, remaining = position + piece, remaining - piece
     return [r for r in out if r.size > 0]
+
+
+def pack(ranges: list[OffsetRange], target: int, min_partitions: int | None,
+         max_records: int | None) -> list[TaskRanges]:
+    """The split ranges, in order, into tasks of at most ``target`` records each (and at most
+    ``maxRecordsPerPartition``, and the total / ``minPartitions``): a task is closed when the next
+    range would take it past that, or when closing it later would leave fewer than ``minPartitions``
+    tasks. A range bigger than that has a task of its own (cutting ranges is :func:`split`'s job).
+    A target of 1 gives one task per range, as Spark plans."""
+    total, wanted = sum(r.size for r in ranges), min_partitions or 0
+    cap = min(target, max_records or target, math.ceil(total / wanted) if wanted else target)
+    tasks: list[list[OffsetRange]] = []
+    current: list[OffsetRange] = []
+    size = 0
+    for index, r in enumerate(ranges):
+        # With r in the current task, at most this many tasks are left possible.
+        possible = len(tasks) + len(ranges) - index
+        if current and (size + r.size > cap or possible < wanted):
+            tasks.append(current)
+            current, size = [], 0
+        last = current[-1] if current else None
+        if last and (last.topic, last.partition, last.end) == (r.topic, r.partition, r.start):
+            current[-1] = OffsetRange(r.topic, r.partition, last.start, r.end)  # pieces of one partition join again
+        else:
+            current.append(r)
+        size += r.size
+    return [TaskRanges(task) for task in tasks + [current] if task]
 
 
 def data_loss_handler(fail: bool) -> Callable[[str], None]:

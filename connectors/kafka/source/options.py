@@ -154,6 +154,10 @@ class KafkaSourceOptions(RegistryOptions, Options):
     max_records_per_partition: int | None = option(
         "maxRecordsPerPartition", parse_int, default=None, checks=[positive],
         doc="most offsets one Spark partition reads; bigger ranges are split")
+    target_records_per_partition: int = option(
+        "targetRecordsPerPartition", parse_int, default=50_000, checks=[positive],
+        doc="ours: offset ranges smaller than this share a Spark partition, up to this many offsets "
+            "(1: one partition per range, as Spark)")
     max_bytes_per_batch: int = option(
         "maxBytesPerBatch", parse_size, default=16 << 20, checks=[positive],
         doc="most key and value bytes in one Arrow batch a read task hands to Spark (not a micro-batch "

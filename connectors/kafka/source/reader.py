@@ -6,7 +6,8 @@ With ``kafka.group.id`` set, every committed micro-batch also commits its end of
 group, only so that lag monitoring sees progress (Flink's commit.offsets.on.checkpoint).
 
 Planning (offsets, partitions) runs on the driver with one long-lived consumer per query that
-never joins a group; each Spark task reads one offset range with its own consumer
+never joins a group; offset ranges are packed into tasks (:func:`~connectors.kafka.source.offsets.pack`)
+and each Spark task reads its ranges with one consumer of its own
 (:mod:`connectors.kafka.source.split_reader`).
 """
 
@@ -35,10 +36,11 @@ from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.offsets import (
     SPLIT,
     START,
-    OffsetRange,
     Offsets,
+    TaskRanges,
     data_loss_handler,
     from_json,
+    pack,
     plan,
     rate_limit,
     split,
@@ -65,26 +67,30 @@ def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
 
 
 class _PlansRanges:
-    """Turns start/end offsets into checked, split offset ranges, and reads one range."""
+    """Turns start/end offsets into checked, split offset ranges packed into tasks, and reads a task."""
 
     options: KafkaSourceOptions
     decoder: RecordDecoder | None  # avro-confluent key/value: raw batches -> decoded ones
 
-    def _ranges(self, broker: BrokerClient, start: Offsets, end: Offsets, layout: dict | None = None) -> list[OffsetRange]:
+    def _tasks(self, broker: BrokerClient, start: Offsets, end: Offsets,
+               layout: dict | None = None) -> list[TaskRanges]:
         """``layout``: the split recorded in a stream's end offset; by default the options'."""
         earliest = broker.earliest(end.keys())
         ranges = plan(start, end, earliest, data_loss_handler(self.options.fail_on_data_loss))
         layout = layout or self._layout()
-        return split(ranges, layout["minPartitions"], layout["maxRecordsPerPartition"])
+        low, high = layout["minPartitions"], layout["maxRecordsPerPartition"]
+        # An end offset of a version before packing has no target: its batch had one task per range.
+        return pack(split(ranges, low, high), layout.get("targetRecordsPerPartition", 1), low, high)
 
     def _layout(self) -> dict:
         return {"minPartitions": self.options.min_partitions,
-                "maxRecordsPerPartition": self.options.max_records_per_partition}  # fmt: skip
+                "maxRecordsPerPartition": self.options.max_records_per_partition,
+                "targetRecordsPerPartition": self.options.target_records_per_partition}  # fmt: skip
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing was planned
+        if not isinstance(partition, TaskRanges):  # Spark's stand-in when nothing was planned
             return iter(())
-        batches = iter(RangeReader(self.options, partition))
+        batches = iter(RangeReader(self.options, *partition.ranges))
         return batches if self.decoder is None else map(self.decoder, batches)
 
 
@@ -103,7 +109,7 @@ class KafkaBatchReader(_PlansRanges, DataSourceReader):
             start = broker.resolve(tps, kind, spec, _option_name("starting", kind), strategy)
             kind, spec = self.options.ending()
             end = broker.resolve(tps, kind, spec, _option_name("ending", kind), "latest")
-            return self._ranges(broker, start, end)
+            return self._tasks(broker, start, end)
         finally:
             broker.close()
 
@@ -196,7 +202,7 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         # Offsets of older versions have neither key: planned with today's options and start.
-        return self._ranges(self.broker, from_json(end.get(START, start)), from_json(end), end.get(SPLIT))
+        return self._tasks(self.broker, from_json(end.get(START, start)), from_json(end), end.get(SPLIT))
 
     def commit(self, end: dict) -> None:
         self._commit_to_group(from_json(end))

@@ -1,15 +1,18 @@
-"""Executor side of the Kafka source: one offset range -> Arrow record batches.
+"""Executor side of the Kafka source: the offset ranges of one task -> Arrow record batches.
 
-The consumer is opened inside the task (never at planning time, never pickled), assigned to
-the range's first offset, and read until its position passes the range's end. Ending on the
-*position* rather than on seeing the last offset matters: under read_committed, transaction
-markers and aborted records occupy offsets that are never delivered, and compaction leaves
-gaps, so the last offset of a range may never arrive.
+One consumer per task, opened inside the task (never at planning time, never pickled), assigned
+to the first offset of every range of the task (librdkafka fetches the partitions in parallel),
+and read until each partition's position passes its range's end; a finished partition is paused,
+which also drops what was fetched past its end. Ending on the *position* rather than on seeing
+the last offset matters: under read_committed, transaction markers and aborted records occupy
+offsets that are never delivered, and compaction leaves gaps, so the last offset of a range may
+never arrive.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Iterator
 
@@ -60,6 +63,10 @@ _ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_ARROW_FIELDS, pa.field("headers", _ARR
 
 _ROWS_PER_BATCH = 50_000  # or maxBytesPerBatch
 _MESSAGES_PER_CONSUME = 50_000
+# A consume() asks for no more than the smallest rest of an open range, so that records fetched
+# past a range's end rarely reach Python, but never for fewer than this: a range whose last
+# offsets are markers or gaps (never delivered) must not slow the others to one record per call.
+_FEWEST_PER_CONSUME = 64
 _CONSUME_WAIT = 0.1  # seconds; consume() waits this long when fewer messages than asked exist
 # librdkafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's ids as Spark shows them.
 _TIMESTAMP_TYPE = np.array([-1, 0, 1], dtype=np.int32)
@@ -69,8 +76,9 @@ def schema_for(options: KafkaSourceOptions) -> StructType:
     return SCHEMA_WITH_HEADERS if options.include_headers else SCHEMA
 
 
-def to_arrow(messages: list[Message], topic: str, partition: int, headers: bool) -> pa.RecordBatch:
-    """Data messages of one partition as a RecordBatch of the source's schema.
+def to_arrow(messages: list[Message], topic: str | None, headers: bool) -> pa.RecordBatch:
+    """Data messages as a RecordBatch of the source's schema; ``topic``: the one topic of them
+    all, or None when they come from several.
 
     Columns are pulled with ``map`` over the unbound Message methods: the loops stay in C, which
     makes this several times faster than a Python loop per record.
@@ -80,8 +88,9 @@ def to_arrow(messages: list[Message], topic: str, partition: int, headers: bool)
     columns = [
         _binary(list(map(Message.key, messages))),
         _binary(list(map(Message.value, messages))),
-        pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, np.int8)), [topic]).cast(pa.string()),
-        pa.array(np.full(count, partition, np.int32)),
+        pa.array(list(map(Message.topic, messages)), pa.string()) if topic is None
+        else pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, np.int8)), [topic]).cast(pa.string()),
+        pa.array(np.fromiter(map(Message.partition, messages), np.int32, count)),
         pa.array(np.fromiter(map(Message.offset, messages), np.int64, count)),
         pa.array(np.fromiter((ms for _, ms in stamps), np.int64, count) * 1000, pa.timestamp("us", tz="UTC")),
         pa.array(_TIMESTAMP_TYPE[np.fromiter((kind for kind, _ in stamps), np.int32, count)]),
@@ -149,15 +158,22 @@ def _binary(values: list[bytes | None]) -> pa.Array:
 
 
 class RangeReader:
-    """Reads one :class:`OffsetRange` with its own consumer; iterate to get RecordBatches."""
+    """Reads offset ranges, at most one per Kafka partition (a task's), with one consumer;
+    iterate to get RecordBatches."""
 
-    def __init__(self, options: KafkaSourceOptions, offsets: OffsetRange):
-        self.options, self.range = options, offsets
+    def __init__(self, options: KafkaSourceOptions, *ranges: OffsetRange):
+        self.options, self.ranges = options, [r for r in ranges if r.size > 0]
         self.on_loss = data_loss_handler(options.fail_on_data_loss)
-        self.topic_partition = KafkaTopicPartition(offsets.topic, offsets.partition)
+        topics = {r.topic for r in self.ranges}
+        self.topic = topics.pop() if len(topics) == 1 else None
+        # Messages find their range by partition alone when there is one topic: no topic string per message.
+        self._key = Message.partition if self.topic else lambda m: (m.topic(), m.partition())
+        self._slot = {(r.partition if self.topic else (r.topic, r.partition)): i for i, r in enumerate(self.ranges)}
+        self.ends = np.array([r.end for r in self.ranges], np.int64)
+        self.positions = np.array([r.start for r in self.ranges], np.int64)  # the next offset of each range
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        if self.range.size <= 0:
+        if not self.ranges:
             return
         consumer = Consumer(consumer_config(self.options))
         try:
@@ -166,62 +182,89 @@ class RangeReader:
             consumer.close()
 
     def _read(self, consumer: Consumer) -> Iterator[pa.RecordBatch]:
-        r = self.range
-        consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start)])
+        consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start) for r in self.ranges])
         pending = _Pending(self.options.max_bytes_per_batch)
         # map() drops each batch's messages once converted, before Spark takes the batch
-        convert = functools.partial(to_arrow, topic=r.topic, partition=r.partition, headers=self.options.include_headers)
-        position, last_progress = r.start, time.monotonic()
-        while position < r.end:
-            messages = consumer.consume(pending.wanted(min(r.end - position, _MESSAGES_PER_CONSUME)), timeout=_CONSUME_WAIT)
+        convert = functools.partial(to_arrow, topic=self.topic, headers=self.options.include_headers)
+        reading, last_progress = self.positions < self.ends, time.monotonic()
+        while reading.any():
+            rest = int((self.ends - self.positions)[reading].min())
+            most = pending.wanted(min(max(rest, _FEWEST_PER_CONSUME), _MESSAGES_PER_CONSUME))
+            messages = consumer.consume(most, timeout=_CONSUME_WAIT)
             if messages:
                 last_progress = time.monotonic()
             errors = list(map(Message.error, messages))
             events = [(m, e) for m, e in zip(messages, errors) if e is not None] if any(errors) else []
             data = [m for m, e in zip(messages, errors) if e is None] if events else messages
-            # Offsets within a partition ascend: everything from the first one at or past the end is not ours.
-            offsets = np.fromiter(map(Message.offset, data), np.int64, len(data))
-            keep = int(np.searchsorted(offsets, r.end))
-            yield from map(convert, pending.add(data[:keep]))
-            position = r.end if keep < len(data) else position
+            yield from map(convert, pending.add(self._within_ranges(data)))
             for message, error in events:
+                slot = self._slot[self._key(message)]
                 if error.code() == KafkaError._PARTITION_EOF:
-                    position = max(position, self._at_end_of_partition(message.offset()))
+                    self.positions[slot] = max(self.positions[slot], self._at_end_of_partition(slot, message.offset()))
                 elif error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    position = self._restart_after_loss(consumer, position)
+                    self.positions[slot] = self._restart_after_loss(consumer, slot)
                 else:
                     raise KafkaException(error)
-            # Markers and aborted or compacted records advance the position without a message.
-            position = max(position, self._position(consumer))
-            if time.monotonic() - last_progress > self.options.poll_timeout.total_seconds():
-                raise TimeoutError(
-                    f"{FORMAT}: topic {r.topic} partition {r.partition} delivered nothing for "
-                    f"{self.options.poll_timeout.total_seconds():.0f} s (kafkaConsumer.pollTimeoutMs) while reading "
-                    f"offsets [{r.start}, {r.end}), stuck at {position}")
+            # Markers and aborted or compacted records advance a position without a message. Asking
+            # costs per open partition: only when the queue ran dry or that is no more than a call's messages.
+            if len(messages) < most or np.count_nonzero(reading) <= len(messages):
+                self._advance(consumer, reading)
+            done = reading & (self.positions >= self.ends)
+            if done.any():
+                consumer.pause([self._partition(slot) for slot in np.flatnonzero(done)])
+                reading &= ~done
+            elif time.monotonic() - last_progress > self.options.poll_timeout.total_seconds():
+                raise TimeoutError(self._stuck(reading))
         if pending.messages:
             yield convert(pending.take())
 
-    def _position(self, consumer: Consumer) -> int:
-        offset = consumer.position([self.topic_partition])[0].offset
-        return offset if offset >= 0 else self.range.start
+    def _partition(self, slot: int, *offset: int) -> KafkaTopicPartition:
+        r = self.ranges[slot]
+        return KafkaTopicPartition(r.topic, r.partition, *offset)
 
-    def _at_end_of_partition(self, end_of_partition: int) -> int:
+    def _within_ranges(self, data: list[Message]) -> list[Message]:
+        """The messages before their range's end; a message at or past it closes its range."""
+        if not data:
+            return data
+        slots = np.fromiter(map(self._slot.__getitem__, map(self._key, data)), np.intp, len(data))
+        offsets = np.fromiter(map(Message.offset, data), np.int64, len(data))
+        ends = self.ends[slots]
+        np.maximum.at(self.positions, slots, np.minimum(offsets + 1, ends))
+        keep = offsets < ends
+        return data if keep.all() else list(itertools.compress(data, keep))
+
+    def _advance(self, consumer: Consumer, reading: np.ndarray) -> None:
+        slots = np.flatnonzero(reading)
+        positions = consumer.position([self._partition(slot) for slot in slots])
+        self.positions[slots] = np.maximum(self.positions[slots], [p.offset for p in positions])  # -1001: none yet
+
+    def _stuck(self, reading: np.ndarray) -> str:
+        slots = np.flatnonzero(reading)
+        r, seconds = self.ranges[slots[0]], self.options.poll_timeout.total_seconds()
+        others = f" (and {len(slots) - 1} more partitions)" if len(slots) > 1 else ""
+        return (f"{FORMAT}: topic {r.topic} partition {r.partition}{others} delivered nothing for {seconds:.0f} s "
+                f"(kafkaConsumer.pollTimeoutMs) while reading offsets [{r.start}, {r.end}), stuck at "
+                f"{self.positions[slots[0]]}")
+
+    def _at_end_of_partition(self, slot: int, end_of_partition: int) -> int:
         """The log ends at ``end_of_partition``: offsets up to there that were not delivered are
         markers or gaps; a range reaching beyond it lost records (topic truncated or recreated)."""
-        r = self.range
+        r = self.ranges[slot]
         if end_of_partition < r.end:
             self.on_loss(f"topic {r.topic} partition {r.partition} ends at offset {end_of_partition}, but offsets up "
                          f"to {r.end} were planned (topic recreated?)")
             return r.end  # nothing more will come
         return end_of_partition
 
-    def _restart_after_loss(self, consumer: Consumer, wanted: int) -> int:
+    def _restart_after_loss(self, consumer: Consumer, slot: int) -> int:
         """The next offset was deleted (retention) after planning: report, then go on from earliest."""
-        r = self.range
-        earliest, _ = consumer.get_watermark_offsets(self.topic_partition, timeout=10)
+        r, wanted = self.ranges[slot], int(self.positions[slot])
+        earliest, _ = consumer.get_watermark_offsets(self._partition(slot), timeout=10)
         self.on_loss(f"topic {r.topic} partition {r.partition}: offset {wanted} was deleted; earliest available "
                      f"offset is {earliest}")
         if earliest >= r.end:
             return r.end
-        consumer.assign([KafkaTopicPartition(r.topic, r.partition, earliest)])
+        # seek() fails on a partition in this error state; assigning it again restarts its fetches.
+        consumer.incremental_unassign([self._partition(slot)])
+        consumer.incremental_assign([self._partition(slot, earliest)])
         return earliest
