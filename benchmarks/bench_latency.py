@@ -11,8 +11,10 @@ topic to a fresh 8-partition output topic on the local test broker:
 - ``at-least-once``: ``connectors.kafka`` -> ``connectors.kafka``, read at ``read_uncommitted``;
 - ``exactly-once``: the same with ``deliveryGuarantee=exactly-once``, read at ``read_committed``
   (a record is readable once its transaction committed);
-- ``kafka`` (only when asked for): no query, the input topic read as it is written, what Kafka and
-  the measuring clients alone add.
+- only when asked for: ``our-source`` (``connectors.kafka`` -> Spark's sink) and ``our-sink``
+  (Spark's source -> ``connectors.kafka`` at-least-once), which tell a gap of the source from one
+  of the sink, and ``kafka``: no query, the input topic read as it is written, what Kafka and the
+  measuring clients alone add.
 
 A producer process writes the input at the rate, each record's value carrying the time it was
 produced; a consumer process reads the output and takes the time each record arrives. Latency is
@@ -21,7 +23,9 @@ arrival minus production, over the records produced in ``--duration`` seconds (d
 window must arrive (duplicates are counted, not timed twice). Reported: p50, p99 and max per
 configuration, the ratios ours / Spark's p99 (lower is better), the load average, and the median
 of each phase of Spark's ``durationMs`` over the window's micro-batches, where a fixed cost per
-micro-batch shows. The defaults take about 45 minutes; ``--rates 2000 --triggers default
+micro-batch shows. ``--coalesce N`` has each query write with N Spark partitions instead of one
+per input partition: fewer tasks, each a Python worker hop (and, exactly-once, a transaction) for
+ours. The defaults take about 45 minutes; ``--rates 2000 --triggers default
 --duration 60 --warmup 20`` about 5.
 """
 
@@ -52,8 +56,14 @@ from benchmarks.bench_kafka_sink import (
 from benchmarks.common import local_spark, phase_medians, save
 from connectors.testing.services import kafka_bootstrap_servers
 
-KAFKA_ALONE = "kafka alone"
-CONFIGS = {"spark": SPARK, "at-least-once": AT_LEAST_ONCE, "exactly-once": EXACTLY_ONCE, "kafka": KAFKA_ALONE}
+CONFIGS = {  # name -> (label, source format, sink as in bench_kafka_sink.SINKS); no source: no query
+    "spark": (SPARK, "kafka", SPARK),
+    "at-least-once": (AT_LEAST_ONCE, "connectors.kafka", AT_LEAST_ONCE),
+    "exactly-once": (EXACTLY_ONCE, "connectors.kafka", EXACTLY_ONCE),
+    "our-source": ("connectors.kafka -> spark kafka sink", "connectors.kafka", SPARK),
+    "our-sink": ("spark kafka -> connectors.kafka at-least-once", "kafka", AT_LEAST_ONCE),
+    "kafka": ("kafka alone", None, None),
+}
 VALUE_BYTES = 100
 START_DELAY_NS = 3_000_000_000  # for the producer and consumer processes to start
 DRAIN_S = 60  # how long records of the window may still arrive after the producer stopped
@@ -109,23 +119,30 @@ def consume(bootstrap: str, topic: str, isolation: str, window: tuple[int, int],
     results.put((np.frombuffer(latencies, dtype=np.float64), wanted - len(latencies), duplicates))
 
 
-def start_query(spark, bootstrap: str, label: str, source: str, sink: str, trigger: str, checkpoint: str):
-    fmt, options = sink_options(bootstrap, sink, label)  # the source is of the sink's kind
-    df = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
-          .option("startingOffsets", "latest").load().selectExpr("key", "value"))  # fmt: skip
+def start_query(spark, bootstrap: str, name: str, source: str, sink: str, trigger: str, checkpoint: str,
+                coalesce: int | None):  # fmt: skip
+    _, source_format, sink_label = CONFIGS[name]
+    fmt, options = sink_options(bootstrap, sink, sink_label)
+    df = (spark.readStream.format(source_format).option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", source).option("startingOffsets", "latest").load().selectExpr("key", "value"))  # fmt: skip
+    if coalesce:
+        df = df.coalesce(coalesce)
     writer = df.writeStream.format(fmt).options(**options).option("checkpointLocation", checkpoint)
     if trigger != "default":
         writer = writer.trigger(processingTime=trigger)
     return writer.start()
 
 
-def run(spark, bootstrap: str, admin: AdminClient, label: str, rate: int, trigger: str, warmup: float,
-        duration: float) -> dict:  # fmt: skip
+def run(spark, bootstrap: str, admin: AdminClient, name: str, rate: int, trigger: str, warmup: float,
+        duration: float, coalesce: int | None = None) -> dict:  # fmt: skip
     """One configuration at one rate and trigger: its latencies and its micro-batches' phases."""
     source = create_topic(admin)
-    sink = source if label == KAFKA_ALONE else create_topic(admin)
+    label, source_format, sink_label = CONFIGS[name]
+    sink = source if source_format is None else create_topic(admin)
     checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
-    query = None if label == KAFKA_ALONE else start_query(spark, bootstrap, label, source, sink, trigger, checkpoint)
+    query = None
+    if source_format is not None:
+        query = start_query(spark, bootstrap, name, source, sink, trigger, checkpoint, coalesce)
     while query is not None and not query.recentProgress:  # the first (empty) batch fixed the starting offsets
         assert query.exception() is None, query.exception()
         time.sleep(0.1)
@@ -133,7 +150,7 @@ def run(spark, bootstrap: str, admin: AdminClient, label: str, rate: int, trigge
     window = (start_ns + int(warmup * 1e9), start_ns + int((warmup + duration) * 1e9))
     mp = multiprocessing.get_context("spawn")
     counts, expected, results = mp.Queue(), mp.Queue(), mp.Queue()
-    isolation = "read_committed" if label == EXACTLY_ONCE else "read_uncommitted"
+    isolation = "read_committed" if sink_label == EXACTLY_ONCE else "read_uncommitted"
     capacity = int(rate * (warmup + duration + START_DELAY_NS / 1e9)) + 1
     consumer = mp.Process(target=consume, args=(bootstrap, sink, isolation, window, capacity, expected, results))
     producer = mp.Process(target=produce, args=(bootstrap, source, rate, start_ns, window, counts))
@@ -176,11 +193,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rates", default="2000,20000", help="input records/s, comma list")
     parser.add_argument("--triggers", default="default,1 second",
                         help="comma list of default and Spark's processingTime intervals ('500 milliseconds')")
-    parser.add_argument("--configs", default="spark,at-least-once,exactly-once", help=f"comma list of {', '.join(CONFIGS)}")
+    parser.add_argument("--configs", default="spark,at-least-once,exactly-once",
+                        help=f"comma list of {', '.join(CONFIGS)}")
     parser.add_argument("--duration", type=float, default=180, help="seconds of input whose latency is measured")
     parser.add_argument("--warmup", type=float, default=30, help="seconds of input before, not measured")
+    parser.add_argument("--coalesce", type=int, help="Spark partitions the query writes with (default: one per "
+                        f"input partition, {PARTITIONS})")
     args = parser.parse_args(argv)
-    labels = [CONFIGS[name] for name in args.configs.split(",")]
+    names = args.configs.split(",")
+    if unknown := set(names) - set(CONFIGS):
+        parser.error(f"unknown configuration(s): {', '.join(sorted(unknown))}")
     bootstrap = kafka_bootstrap_servers(persistent=True)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     spark = local_spark([SPARK_KAFKA], app_name="bench-latency")
@@ -188,20 +210,19 @@ def main(argv: list[str] | None = None) -> None:
     results, ratios = [], {}
     for rate in (int(r) for r in args.rates.split(",")):
         for trigger in args.triggers.split(","):
-            runs = {label: run(spark, bootstrap, admin, label, rate, trigger, args.warmup, args.duration)
-                    for label in labels}  # fmt: skip
+            runs = {name: run(spark, bootstrap, admin, name, rate, trigger, args.warmup, args.duration, args.coalesce)
+                    for name in names}  # fmt: skip
             results += runs.values()
-            if SPARK in runs:
-                for label in set(runs) - {SPARK, KAFKA_ALONE}:
-                    guarantee = label.rsplit(" ", 1)[1]
-                    ratios[f"{guarantee}/spark p99 latency, {runs[SPARK]['name'].split(', ', 1)[1]}"] = (
-                        runs[label]["p99_ms"] / runs[SPARK]["p99_ms"])
+            if "spark" in runs:
+                for name in set(runs) - {"spark", "kafka"}:
+                    ratios[f"{name}/spark p99 latency, {rate / 1000:g}k/s, {trigger} trigger"] = (
+                        runs[name]["p99_ms"] / runs["spark"]["p99_ms"])
     spark.stop()
     print(f"\n{'':<52} {'p50':>8} {'p99':>8} {'max':>8} (ms)")
     for r in results:
         print(f"  {r['name']:<50} {r['p50_ms']:>8.0f} {r['p99_ms']:>8.0f} {r['max_ms']:>8.0f}")
     save("latency", results, dict(sorted(ratios.items())),
-         {"warmup_s": args.warmup, "duration_s": args.duration, "partitions": PARTITIONS, "value_bytes": VALUE_BYTES,
+         {"warmup_s": args.warmup, "duration_s": args.duration, "partitions": PARTITIONS, "coalesce": args.coalesce, "value_bytes": VALUE_BYTES,
           "spark_kafka": SPARK_KAFKA, "cores": os.cpu_count(), "date": datetime.now().astimezone().isoformat()},
          {q: {r["name"]: r[f"{q}_ms"] for r in results} for q in ("p50", "p99")}, "ms (lower is better)",
          lower_is_better=True)  # fmt: skip
