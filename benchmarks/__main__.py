@@ -82,7 +82,7 @@ def summarize() -> None:
                 color=["#C44E52" if lower else "#55A868" for *_, lower in rows])
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.invert_yaxis()
-        ax.set_xlabel("ours / Spark's own (1 = parity; green: higher is better, red: lower is better)")
+        ax.set_xlabel("ours / Spark's own (1 = parity)\ngreen: higher is better, red: lower is better")
         fig.tight_layout()
         fig.savefig(RESULTS / "summary.png", dpi=100)
         plt.close(fig)
