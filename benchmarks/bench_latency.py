@@ -28,8 +28,9 @@ Spark's p99 (lower is better), the load average, and the median of each phase of
 
 ``--coalesce N`` has each query write with N Spark partitions instead of one per input
 partition: fewer tasks, each a Python worker hop (and, exactly-once, a transaction) for ours.
-The defaults take about 50 minutes; ``--rates 2000 --triggers default --duration 60 --warmup 20``
-about 6. Details and results: docs/latency.md.
+The defaults take about 50 minutes (``make bench`` runs them; BENCH_LATENCY_RATES,
+BENCH_LATENCY_DURATION and BENCH_LATENCY_WARMUP set them there); ``--rates 2000 --triggers
+default --duration 60 --warmup 20`` takes about 6. Details and results: docs/latency.md.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def start_query(spark, bootstrap: str, name: str, source: str, sink: str, trigge
     _, source_format, sink_label = CONFIGS[name]
     fmt, options = sink_options(bootstrap, sink, sink_label)
     df = (spark.readStream.format(source_format).option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", source).option("startingOffsets", "latest").load().selectExpr("key", "value"))  # fmt: skip
+          .option("subscribe", source).option("startingOffsets", "latest").load()
+          .selectExpr("key", "value"))  # fmt: skip
     if coalesce:
         df = df.coalesce(coalesce)
     writer = df.writeStream.format(fmt).options(**options).option("checkpointLocation", checkpoint)
@@ -193,13 +195,16 @@ def _ns(timestamp: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rates", default="2000,20000", help="input records/s, comma list")
+    parser.add_argument("--rates", default=os.environ.get("BENCH_LATENCY_RATES", "2000,20000"),
+                        help="input records/s, comma list")
     parser.add_argument("--triggers", default="default,1 second",
                         help="comma list of default and Spark's processingTime intervals ('500 milliseconds')")
     parser.add_argument("--configs", default="spark,at-least-once,exactly-once",
                         help=f"comma list of {', '.join(CONFIGS)}")
-    parser.add_argument("--duration", type=float, default=180, help="seconds of input whose latency is measured")
-    parser.add_argument("--warmup", type=float, default=30, help="seconds of input before, not measured")
+    parser.add_argument("--duration", type=float, default=float(os.environ.get("BENCH_LATENCY_DURATION", 180)),
+                        help="seconds of input whose latency is measured")
+    parser.add_argument("--warmup", type=float, default=float(os.environ.get("BENCH_LATENCY_WARMUP", 30)),
+                        help="seconds of input before, not measured")
     parser.add_argument("--coalesce", type=int, help="Spark partitions the query writes with (default: one per "
                         f"input partition, {PARTITIONS})")
     args = parser.parse_args(argv)
@@ -231,8 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     for r in results:
         print(f"  {r['name']:<50} {r['p50_ms']:>8.0f} {r['p99_ms']:>8.0f} {r['max_ms']:>8.0f}")
     save("latency", results, dict(sorted(ratios.items())),
-         {"warmup_s": args.warmup, "duration_s": args.duration, "partitions": PARTITIONS, "coalesce": args.coalesce, "value_bytes": VALUE_BYTES,
-          "spark_kafka": SPARK_KAFKA, "cores": os.cpu_count(), "date": datetime.now().astimezone().isoformat()},
+         {"warmup_s": args.warmup, "duration_s": args.duration, "partitions": PARTITIONS, "coalesce": args.coalesce,
+          "value_bytes": VALUE_BYTES, "spark_kafka": SPARK_KAFKA, "cores": os.cpu_count(),
+          "date": datetime.now().astimezone().isoformat()},
          {q: {r["name"]: r[f"{q}_ms"] for r in results} for q in ("p50", "p99")}, "ms (lower is better)",
          lower_is_better=True)  # fmt: skip
 
