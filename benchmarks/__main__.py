@@ -64,9 +64,11 @@ def summarize() -> None:
     rows = []
     for path in sorted(RESULTS.glob("*.json")):
         data = json.loads(path.read_text())
-        rows += [(data["benchmark"], label, value) for label, value in data["ratios"].items()]
-    lines = ["| benchmark | ratio (ours / Spark's, rows/s) | value |", "|---|---|---|"]
-    lines += [f"| {bench} | {label} | {value:.2f} |" for bench, label, value in rows]
+        lower = data.get("lower_is_better", False)  # ratios of latencies, not of rows/s
+        rows += [(data["benchmark"], label, value, lower) for label, value in data["ratios"].items()]
+    lines = ["| benchmark | ratio (ours / Spark's) | value | better |", "|---|---|---|---|"]
+    lines += [f"| {bench} | {label} | {value:.2f} | {'lower' if lower else 'higher'} |"
+              for bench, label, value, lower in rows]
     (RESULTS / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if rows:
@@ -76,10 +78,11 @@ def summarize() -> None:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
-        ax.barh([f"{b}: {label}" for b, label, _ in rows], [v for _, _, v in rows], color="#55A868")
+        ax.barh([f"{b}: {label}" for b, label, _, _ in rows], [v for _, _, v, _ in rows],
+                color=["#C44E52" if lower else "#55A868" for *_, lower in rows])
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.invert_yaxis()
-        ax.set_xlabel("ours / Spark's own (higher is better; 1 = parity)")
+        ax.set_xlabel("ours / Spark's own (1 = parity)\ngreen: higher is better, red: lower is better")
         fig.tight_layout()
         fig.savefig(RESULTS / "summary.png", dpi=100)
         plt.close(fig)

@@ -34,7 +34,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from benchmarks.common import Result, fastest, local_spark, report
+from benchmarks.common import Result, fastest, local_spark, phase_medians, report
 
 SCHEMA = "id long, name string, score double"
 TRIGGERS = 8
@@ -151,9 +151,8 @@ def planning_ms(progress: list[dict]) -> list[float]:
 
 
 def breakdown(progress: list[dict]) -> dict[str, float]:
-    """Median ms per phase of Spark's durationMs (latestOffset, walCommit, commitOffsets, ...)."""
-    phases = {k for p in progress for k in p["durationMs"]} - {"addBatch", "triggerExecution"}
-    return {k: sorted(p["durationMs"].get(k, 0) for p in progress)[len(progress) // 2] for k in sorted(phases)}
+    """Median ms per planning phase (latestOffset, walCommit, commitOffsets, ...)."""
+    return {k: ms for k, ms in phase_medians(progress).items() if k not in ("addBatch", "triggerExecution")}
 
 
 def planning_result(name: str, progress: list[dict], notes: dict) -> Result:

@@ -105,30 +105,54 @@ def report(
     print(f"\n{benchmark}")
     for r in results:
         print(f"  {r.name:<40} {r.rows_per_s:>14,.0f} rows/s")
-    for label, value in computed.items():
-        print(f"  ratio {label:<34} {value:>14.2f}")
-    RESULTS.mkdir(exist_ok=True)
-    payload = {
-        "benchmark": benchmark,
-        "results": [{**dataclasses.asdict(r), "rows_per_s": r.rows_per_s} for r in results],
-        "ratios": computed,
-        "notes": notes or {},
-    }
-    (RESULTS / f"{benchmark}.json").write_text(json.dumps(payload, indent=2))
-    _chart(benchmark, results)
+    save(benchmark, [{**dataclasses.asdict(r), "rows_per_s": r.rows_per_s} for r in results], computed, notes,
+         {"rows/s": {r.name: r.rows_per_s for r in results}}, "rows/s (higher is better)")
     return computed
 
 
-def _chart(benchmark: str, results: list[Result]) -> None:
+def save(
+    benchmark: str,
+    results: list[dict],
+    ratios: dict[str, float],
+    notes: dict | None,
+    bars: dict[str, dict[str, float]],
+    xlabel: str,
+    lower_is_better: bool = False,
+) -> None:
+    """Print ``ratios``, write ``results/<benchmark>.json`` and chart ``bars`` (series -> name ->
+    value) in ``<benchmark>.png``. ``lower_is_better``: the ratios are of times, not of rates."""
+    for label, value in ratios.items():
+        print(f"  ratio {label:<34} {value:>14.2f}")
+    RESULTS.mkdir(exist_ok=True)
+    payload = {"benchmark": benchmark, "results": results, "ratios": ratios, "lower_is_better": lower_is_better,
+               "notes": notes or {}}  # fmt: skip
+    (RESULTS / f"{benchmark}.json").write_text(json.dumps(payload, indent=2))
+    _chart(benchmark, bars, xlabel)
+
+
+def phase_medians(progress: list[dict]) -> dict[str, float]:
+    """Median ms per phase of Spark's ``durationMs`` (latestOffset, walCommit, commitOffsets, ...)
+    over the given micro-batches' progress."""
+    phases = {k for p in progress for k in p["durationMs"]}
+    return {k: sorted(p["durationMs"].get(k, 0) for p in progress)[len(progress) // 2] for k in sorted(phases)}
+
+
+def _chart(benchmark: str, bars: dict[str, dict[str, float]], xlabel: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 0.6 * len(results) + 1.2))
-    ax.barh([r.name for r in results], [r.rows_per_s for r in results], color="#4C72B0")
+    names = list(next(iter(bars.values())))
+    height = 0.8 / len(bars)
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(names) * len(bars) ** 0.5 + 1.2))
+    for n, (series, values) in enumerate(bars.items()):
+        ax.barh([y + n * height for y in range(len(names))], [values[name] for name in names], height, label=series)
+    ax.set_yticks([y + (len(bars) - 1) * height / 2 for y in range(len(names))], names)
+    if len(bars) > 1:
+        ax.legend()
     ax.invert_yaxis()
-    ax.set_xlabel("rows/s (higher is better)")
+    ax.set_xlabel(xlabel)
     ax.set_title(benchmark)
     fig.tight_layout()
     fig.savefig(RESULTS / f"{benchmark}.png", dpi=100)
