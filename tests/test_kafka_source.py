@@ -576,6 +576,23 @@ def test_one_consumer_reads_every_range_of_a_task_up_to_its_end(kafka_bootstrap,
         assert read_rows(RangeReader(config, *tasks)) == [row for row in expected if row[0] == first or len(tasks) == 4]
 
 
+def test_a_task_hands_its_ranges_over_one_after_another_in_offset_order(kafka_bootstrap, topic):
+    """The exactly-once sinks skip what an earlier attempt committed by counting rows, so every
+    attempt of a task must see them in the same order, however the partitions' fetches interleave.
+    Later ranges fetch meanwhile, held back within their share of maxBytesPerBatch (paused past it)."""
+    name = topic(4)
+    for partition in range(4):
+        produce(kafka_bootstrap, name, [f"{partition}-{i}-".encode() + bytes(1000) for i in range(3000)],
+                partition=partition)
+    planned = [OffsetRange(name, p, 100 * p, 3000 - p) for p in range(4)]
+    config = options(kafka_bootstrap, subscribe=name, maxBytesPerBatch="128k")
+    expected = [(p, o) for r in planned for p, o in zip([r.partition] * r.size, range(r.start, r.end))]
+    for _ in range(2):
+        read = [(p, o) for batch in RangeReader(config, *planned)
+                for p, o in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist())]
+        assert read == expected
+
+
 def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):
     name = topic(1)
     produce(kafka_bootstrap, name, [bytes(100_000)] * 20, key=b"k" * 1000)

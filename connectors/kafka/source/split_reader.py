@@ -67,6 +67,8 @@ _MESSAGES_PER_CONSUME = 50_000
 # past a range's end rarely reach Python, but never for fewer than this: a range whose last
 # offsets are markers or gaps (never delivered) must not slow the others to one record per call.
 _FEWEST_PER_CONSUME = 64
+# Held messages of a range waiting for its turn: at least this many bytes before it is paused.
+_HELD_BYTES_MIN = 1 << 16
 _CONSUME_WAIT = 0.1  # seconds; consume() waits this long when fewer messages than asked exist
 # librdkafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's ids as Spark shows them.
 _TIMESTAMP_TYPE = np.array([-1, 0, 1], dtype=np.int32)
@@ -182,48 +184,66 @@ class RangeReader:
             consumer.close()
 
     def _read(self, consumer: Consumer) -> Iterator[pa.RecordBatch]:
+        """Range by range, each in offset order: the exactly-once sinks skip what an earlier
+        attempt of the task committed by counting its rows, so every attempt must hand them over
+        in the same order. The later ranges fetch meanwhile; what they deliver is held here, and
+        a range holding more than its share of ``maxBytesPerBatch`` is paused until its turn."""
         consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start) for r in self.ranges])
         pending = _Pending(self.options.max_bytes_per_batch)
         # map() drops each batch's messages once converted, before Spark takes the batch
         convert = functools.partial(to_arrow, topic=self.topic, headers=self.options.include_headers)
+        share = max(self.options.max_bytes_per_batch // len(self.ranges), _HELD_BYTES_MIN)
+        held: list[list[Message]] = [[] for _ in self.ranges]
+        held_bytes = np.zeros(len(self.ranges), np.int64)
+        waiting = np.zeros(len(self.ranges), np.bool_)  # paused until its turn
         reading, last_progress = self.positions < self.ends, time.monotonic()
-        while reading.any():
-            rest = int((self.ends - self.positions)[reading].min())
-            most = pending.wanted(min(max(rest, _FEWEST_PER_CONSUME), _MESSAGES_PER_CONSUME))
-            messages = consumer.consume(most, timeout=_CONSUME_WAIT)
-            if messages:
-                last_progress = time.monotonic()
-            errors = list(map(Message.error, messages))
-            events = [(m, e) for m, e in zip(messages, errors) if e is not None] if any(errors) else []
-            data = [m for m, e in zip(messages, errors) if e is None] if events else messages
-            yield from map(convert, pending.add(self._within_ranges(data)))
-            for message, error in events:
-                slot = self._slot[self._key(message)]
-                if error.code() == KafkaError._PARTITION_EOF:
-                    self.positions[slot] = max(self.positions[slot], self._at_end_of_partition(slot, message.offset()))
-                elif error.code() == KafkaError._AUTO_OFFSET_RESET:
-                    self.positions[slot] = self._restart_after_loss(consumer, slot)
-                else:
-                    raise KafkaException(error)
-            # Markers and aborted or compacted records advance a position without a message. Asking
-            # costs per open partition: only when the queue ran dry or that is no more than a call's messages.
-            if len(messages) < most or np.count_nonzero(reading) <= len(messages):
-                self._advance(consumer, reading)
-            done = reading & (self.positions >= self.ends)
-            if done.any():
-                consumer.pause([self._partition(slot) for slot in np.flatnonzero(done)])
-                reading &= ~done
-            elif time.monotonic() - last_progress > self.options.poll_timeout.total_seconds():
-                raise TimeoutError(self._stuck(reading))
+        for current in range(len(self.ranges)):
+            if waiting[current]:
+                consumer.resume([self._partition(current)])
+                waiting[current] = False
+            yield from map(convert, pending.add(held[current]))
+            held[current] = []
+            while reading[current]:
+                rest = int(self.ends[current] - self.positions[current])
+                most = pending.wanted(min(max(rest, _FEWEST_PER_CONSUME), _MESSAGES_PER_CONSUME))
+                messages = consumer.consume(most, timeout=_CONSUME_WAIT)
+                if messages:
+                    last_progress = time.monotonic()
+                errors = list(map(Message.error, messages))
+                events = [(m, e) for m, e in zip(messages, errors) if e is not None] if any(errors) else []
+                data = [m for m, e in zip(messages, errors) if e is None] if events else messages
+                yield from map(convert, pending.add(self._hold_others(current, data, held, held_bytes)))
+                for message, error in events:
+                    slot = self._slot[self._key(message)]
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        self.positions[slot] = max(self.positions[slot], self._at_end_of_partition(slot, message.offset()))
+                    elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        self.positions[slot] = self._restart_after_loss(consumer, slot)
+                        waiting[slot] = False  # assigned again: fetching
+                    else:
+                        raise KafkaException(error)
+                # Markers and aborted or compacted records advance a position without a message. Asking
+                # costs per open partition: only when the queue ran dry or that is no more than a call's messages.
+                if len(messages) < most or np.count_nonzero(reading) <= len(messages):
+                    self._advance(consumer, reading)
+                done = reading & (self.positions >= self.ends)
+                full = reading & ~done & ~waiting & (held_bytes > share)
+                full[current] = False
+                if full.any():
+                    consumer.pause([self._partition(slot) for slot in np.flatnonzero(full)])
+                    waiting |= full
+                if done.any():
+                    consumer.pause([self._partition(slot) for slot in np.flatnonzero(done)])
+                    reading &= ~done
+                elif time.monotonic() - last_progress > self.options.poll_timeout.total_seconds():
+                    raise TimeoutError(self._stuck(reading))
         if pending.messages:
             yield convert(pending.take())
 
-    def _partition(self, slot: int, *offset: int) -> KafkaTopicPartition:
-        r = self.ranges[slot]
-        return KafkaTopicPartition(r.topic, r.partition, *offset)
-
-    def _within_ranges(self, data: list[Message]) -> list[Message]:
-        """The messages before their range's end; a message at or past it closes its range."""
+    def _hold_others(self, current: int, data: list[Message], held: list[list[Message]],
+                     held_bytes: np.ndarray) -> list[Message]:
+        """The messages of range ``current`` (before its end); those of later ranges are added to
+        ``held``; anything at or past its range's end closes that range and is dropped."""
         if not data:
             return data
         slots = np.fromiter(map(self._slot.__getitem__, map(self._key, data)), np.intp, len(data))
@@ -231,7 +251,20 @@ class RangeReader:
         ends = self.ends[slots]
         np.maximum.at(self.positions, slots, np.minimum(offsets + 1, ends))
         keep = offsets < ends
-        return data if keep.all() else list(itertools.compress(data, keep))
+        mine = keep & (slots == current)
+        if mine.all():
+            return data
+        others = keep & ~mine
+        if others.any():
+            sizes = _sizes(data)
+            for index in np.flatnonzero(others):
+                held[slots[index]].append(data[index])
+            np.add.at(held_bytes, slots[others], sizes[others])
+        return list(itertools.compress(data, mine))
+
+    def _partition(self, slot: int, *offset: int) -> KafkaTopicPartition:
+        r = self.ranges[slot]
+        return KafkaTopicPartition(r.topic, r.partition, *offset)
 
     def _advance(self, consumer: Consumer, reading: np.ndarray) -> None:
         slots = np.flatnonzero(reading)
