@@ -133,3 +133,36 @@ def _chart(benchmark: str, results: list[Result]) -> None:
     fig.tight_layout()
     fig.savefig(RESULTS / f"{benchmark}.png", dpi=100)
     plt.close(fig)
+
+
+def process_peaks(root: int) -> list[dict]:
+    """Every process below ``root`` (e.g. the driver JVM: its Python workers) with its command
+    and peak resident set size (VmHWM), largest first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:  # ended meanwhile
+            continue
+        if stat:
+            children.setdefault(int(stat.rpartition(")")[2].split()[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        peak = process_peak(pid)
+        if peak is not None:
+            found.append(peak)
+    return sorted(found, key=lambda p: p["peak_rss_mb"], reverse=True)
+
+
+def process_peak(pid: int) -> dict | None:
+    """A process' program, command (its last 80 characters) and peak RSS in MiB; None once it is gone."""
+    try:
+        argv = (Path("/proc") / str(pid) / "cmdline").read_text().split("\0")
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return None
+    peak_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    return {"pid": pid, "program": Path(argv[0]).name, "command": " ".join(argv).strip()[-80:],
+            "peak_rss_mb": round(peak_kb / 1024, 1)}
