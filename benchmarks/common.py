@@ -4,12 +4,18 @@ Each benchmark is a module ``bench_<name>.py`` runnable as ``python -m benchmark
 it measures our connector and Spark's own side by side in one run and calls :func:`report`, which
 prints a table and the ratios and writes ``benchmarks/results/<name>.json`` and ``<name>.png``.
 ``python -m benchmarks`` runs them all and collects the ratios in ``results/summary.md``.
+
+Beside Spark's own connector, a benchmark may time a *ceiling* in the same run: the best a Python
+connector could do on the same data (a Python sink that only counts rows, the planning time per
+trigger of a Python stream source doing next to nothing, ``psql \\copy``). The ratio to it says
+how close ours is to the limit of any Python connector, not only how it compares with Spark's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -95,24 +101,33 @@ def fastest(
 def report(
     benchmark: str,
     results: list[Result],
-    ratios: dict[str, tuple[str, str]],
+    ratios: dict[str, tuple[str, str] | tuple[str, str, str]],
     notes: dict | None = None,
 ) -> dict[str, float]:
-    """Print and save ``results``; ``ratios`` maps a label to (numerator, denominator) result names,
-    compared by rows/s. Returns the ratios."""
+    """Print and save ``results``, with load averages in the notes (the ratios are noisy on a
+    shared machine: say how busy it was). ``ratios`` maps a label to (ours, Spark's) or (ours,
+    Spark's, ceiling) result names, compared by rows/s: the ratio ours / Spark's and, with a
+    ceiling, ours / ceiling (saved as ``to_ceiling``). Returns the ratios to Spark's."""
     by_name = {r.name: r for r in results}
-    computed = {label: by_name[num].rows_per_s / by_name[den].rows_per_s for label, (num, den) in ratios.items()}
+
+    def ratio(num: str, den: str) -> float:
+        return by_name[num].rows_per_s / by_name[den].rows_per_s
+
+    computed = {label: ratio(ours, spark) for label, (ours, spark, *_) in ratios.items()}
+    to_ceiling = {label: ratio(ours, ceiling[0]) for label, (ours, _, *ceiling) in ratios.items() if ceiling}
     print(f"\n{benchmark}")
     for r in results:
         print(f"  {r.name:<40} {r.rows_per_s:>14,.0f} rows/s")
     for label, value in computed.items():
-        print(f"  ratio {label:<34} {value:>14.2f}")
+        ceiling = f" (to ceiling {to_ceiling[label]:.2f})" if label in to_ceiling else ""
+        print(f"  ratio {label:<34} {value:>14.2f}{ceiling}")
     RESULTS.mkdir(exist_ok=True)
     payload = {
         "benchmark": benchmark,
         "results": [{**dataclasses.asdict(r), "rows_per_s": r.rows_per_s} for r in results],
         "ratios": computed,
-        "notes": notes or {},
+        "to_ceiling": to_ceiling,
+        "notes": {**(notes or {}), "load_average_1min_at_end": os.getloadavg()[0]},
     }
     (RESULTS / f"{benchmark}.json").write_text(json.dumps(payload, indent=2))
     _chart(benchmark, results)
