@@ -6,7 +6,8 @@ prints a table and the ratios and writes ``benchmarks/results/<name>.json`` and 
 ``python -m benchmarks`` runs them all and collects the ratios in ``results/summary.md``.
 
 Beside Spark's own connector, a benchmark may time a *ceiling* in the same run: the best a Python
-connector could do on the same data (a Python sink that only counts rows, the planning time per
+connector could do on the same data (a Python sink that only counts rows, a source that yields a
+prebuilt Arrow batch, the client library alone in one process per core, the planning time per
 trigger of a Python stream source doing next to nothing, ``psql \\copy``). The ratio to it says
 how close ours is to the limit of any Python connector, not only how it compares with Spark's.
 """
@@ -14,17 +15,23 @@ how close ours is to the limit of any Python connector, not only how it compares
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
+
+from connectors.numbers.options import NumberSequenceOptions
+from connectors.numbers.reader import SCHEMA, NumberSequenceReader, NumberSequenceStreamReader
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -57,6 +64,42 @@ class CountingSink(DataSource):
 
     def streamWriter(self, schema, overwrite):
         return _CountingWriter()
+
+
+@functools.cache  # once per Python worker: the batch is built before it is timed
+def _prebuilt(rows: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(np.arange(rows, dtype=np.int64))],
+                                      schema=pa.schema([pa.field("value", pa.int64(), nullable=False)]))
+
+
+class _PrebuiltReader(NumberSequenceReader):
+    def read(self, partition):
+        yield _prebuilt(partition.last - partition.first + 1)
+
+
+class _PrebuiltStreamReader(NumberSequenceStreamReader):
+    def read(self, partition):
+        yield _prebuilt(partition.last - partition.first + 1)
+
+
+class PrebuiltBatchSource(DataSource):
+    """A Python source that yields one prebuilt Arrow batch per partition: the ceiling of any
+    Python source. Its options, partitions and offsets are ``connectors.numbers``' own, so the
+    only difference from it is making the rows (the batch's values are 0 .. n-1 in every
+    partition: what is measured is moving them, not what they are)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-prebuilt-batch"
+
+    def schema(self):
+        return SCHEMA
+
+    def reader(self, schema):
+        return _PrebuiltReader(NumberSequenceOptions.from_options(self.options))
+
+    def streamReader(self, schema):
+        return _PrebuiltStreamReader(NumberSequenceOptions.from_options(self.options))
 
 
 def local_spark(packages: Iterable[str] = (), app_name: str = "connectors-bench"):
