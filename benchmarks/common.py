@@ -215,12 +215,15 @@ def process_peaks(root: int) -> list[dict]:
 
 
 def process_peak(pid: int) -> dict | None:
-    """A process' program, command (its last 80 characters) and peak RSS in MiB; None once it is gone."""
+    """A process' program, command (its last 80 characters) and peak RSS in MiB; None once it is
+    gone (or a zombie, which has no memory left to report)."""
     try:
         argv = (Path("/proc") / str(pid) / "cmdline").read_text().split("\0")
         status = (Path("/proc") / str(pid) / "status").read_text()
     except OSError:
         return None
-    peak_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    peak_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    if peak_kb is None:
+        return None
     return {"pid": pid, "program": Path(argv[0]).name, "command": " ".join(argv).strip()[-80:],
             "peak_rss_mb": round(peak_kb / 1024, 1)}
