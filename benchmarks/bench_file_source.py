@@ -284,7 +284,8 @@ def scale(count: int) -> None:
                     Result(f"{name} later triggers after restart, {label}", len(restart) - 1, sum(restart[1:]) / 1000),
                 ]  # fmt: skip
     finally:
-        shutil.rmtree(tree / "incoming", ignore_errors=True)  # the cached tree stays as it was made
+        for landed in ("incoming", "_staging"):  # the cached tree stays as it was made
+            shutil.rmtree(tree / landed, ignore_errors=True)
     ratios = {f"spark/ours planning time, {what}": (f"connectors.files {what}, {label}", f"spark {what}, {label}")
               for what in ("first trigger", "later triggers", "trigger after restart", "later triggers after restart")}
     report("file_source_scale", results, ratios, {
