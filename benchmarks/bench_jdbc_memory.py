@@ -19,9 +19,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-from benchmarks.common import CountingSink, Result, local_spark, report
+from benchmarks.common import CountingSink, Result, local_spark, process_peaks, report
 from connectors.testing.services import postgres_dsn
 
 PAYLOAD = 1000  # characters of the string column
@@ -97,27 +96,7 @@ def run(writer: str, rows: int, options: dict[str, str]) -> dict:
 
 def python_processes() -> list[dict]:
     """The Python processes under this driver (Spark's Python workers), with their peak RSS."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
-        except OSError:  # ended meanwhile
-            continue
-        if stat:
-            children.setdefault(int(stat.rpartition(")")[2].split()[1]), []).append(int(entry.name))
-    found, todo = [], list(children.get(os.getpid(), []))
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            command = (Path("/proc") / str(pid) / "cmdline").read_text().replace("\0", " ").strip()
-            status = (Path("/proc") / str(pid) / "status").read_text()
-        except OSError:
-            continue
-        if "python" in command.partition(" ")[0]:
-            peak_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
-            found.append({"pid": pid, "command": command[-80:], "peak_rss_mb": round(peak_kb / 1024, 1)})
-    return found
+    return [p for p in process_peaks(os.getpid()) if "python" in p["program"]]
 
 
 if __name__ == "__main__":
