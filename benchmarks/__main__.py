@@ -88,8 +88,7 @@ def summarize() -> None:
         ax.set_yticks(list(where), [f"{b}: {label}" for b, label, *_ in rows])
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.invert_yaxis()
-        ax.set_xlabel("1 = parity with Spark's, or the ceiling reached
-green: higher is better, red: lower is better")
+        ax.set_xlabel("1 = parity with Spark's, or the ceiling reached\ngreen: higher is better, red: lower is better")
         ax.legend(loc="lower right")
         fig.tight_layout()
         fig.savefig(RESULTS / "summary.png", dpi=100)
