@@ -16,10 +16,11 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from jobs.kafka_sink import leave_transaction_open as leave_transaction_open_job
 from jobs.kafka_sink import number_batches, write_numbers, write_task
@@ -39,6 +40,7 @@ from connectors.kafka import KafkaSink, KafkaSinkOptions
 from connectors.kafka.sink.exactly_once import (
     ALL,
     SINK_RUN,
+    PartitionProgress,
     Progress,
     WorkUnit,
     _Replay,
@@ -250,6 +252,35 @@ def test_without_a_query_id_an_older_batch_fails_instead_of_counting_as_committe
 
 
 @pytest.mark.smoke
+class _OffsetsProducer:
+    """Stands in for librdkafka's producer in one call: send_offsets_to_transaction() fails with
+    ``error`` every time."""
+
+    def __init__(self, error: KafkaError):
+        self.error, self.calls = error, 0
+
+    def send_offsets_to_transaction(self, positions, metadata, timeout):
+        self.calls += 1
+        raise KafkaException(self.error)
+
+
+@pytest.mark.parametrize(("error", "calls"), [
+    (KafkaError(KafkaError._TIMED_OUT, "Timed out", retriable=True), 1),
+    (KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, "loading", retriable=True), 3),
+])  # fmt: skip
+def test_a_timed_out_progress_add_is_never_resumed(kafka_bootstrap, unique, error, calls):
+    """Resuming a timed-out send_offsets_to_transaction() can block for good (librdkafka#5456):
+    the task fails at once instead; other transient errors are retried."""
+    progress = PartitionProgress({"bootstrap.servers": kafka_bootstrap}, unique, unique, 5.0)
+    producer = _OffsetsProducer(error)
+    try:
+        with pytest.raises(KafkaSinkError, match="adding the sink's progress to the transaction failed"):
+            progress.add_to_transaction(types.SimpleNamespace(producer=producer), Progress("run", 0, 1))  # type: ignore[arg-type]
+    finally:
+        progress.close()
+    assert producer.calls == calls
+
+
 def test_batch_write_honours_topic_partition_key_and_header_columns(spark, kafka_bootstrap, unique):
     first, second = create_topic(kafka_bootstrap, unique + "-a", 3), create_topic(kafka_bootstrap, unique + "-b", 3)
     schema = StructType([

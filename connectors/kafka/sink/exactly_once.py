@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connectors.core.digest import RowsDigest
 from connectors.core.private_dir import private_dir
@@ -127,9 +127,17 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, KafkaException) and exc.args[0].retriable()
 
 
-def _call(what: str, call: Callable[[], T]) -> T:
+def _transient_not_timed_out(exc: BaseException) -> bool:
+    """Retriable, unless the call timed out. librdkafka resumes a timed-out
+    ``send_offsets_to_transaction()`` when it is called again, and the resumed call can wait for
+    the group coordinator forever: it never checks its timeout (confluentinc/librdkafka#5456) and
+    may never look the coordinator up again after a broker restart or freeze (#5511)."""
+    return _transient(exc) and exc.args[0].code() != KafkaError._TIMED_OUT
+
+
+def _call(what: str, call: Callable[[], T], transient: Callable[[BaseException], bool] = _transient) -> T:
     try:
-        return retry(call, attempts=_ATTEMPTS, retry_on=_transient, backoff=0.5, what=what)
+        return retry(call, attempts=_ATTEMPTS, retry_on=transient, backoff=0.5, what=what)
     except KafkaException as exc:
         raise KafkaSinkError(f"{what} failed: {describe(exc.args[0])}") from None
 
@@ -172,7 +180,8 @@ class PartitionProgress:
         position = TopicPartition(self.anchor.topic, 0, progress.batch + 1, progress.marker())
         metadata = self.consumer.consumer_group_metadata()
         _call("adding the sink's progress to the transaction",
-              lambda: producer.producer.send_offsets_to_transaction([position], metadata, self.timeout))
+              lambda: producer.producer.send_offsets_to_transaction([position], metadata, self.timeout),
+              _transient_not_timed_out)  # timed out: the task fails and its producer is dropped
 
     def close(self) -> None:
         self.consumer.close()
