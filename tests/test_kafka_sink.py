@@ -760,6 +760,46 @@ def test_kept_producer_fenced_by_another_worker_is_replaced(kafka_bootstrap, uni
     assert values(consume(kafka_bootstrap, topic)) == list(range(900))
 
 
+def test_kept_producer_whose_check_never_returns_is_dropped(kafka_bootstrap, unique, caplog):
+    """librdkafka's send_offsets_to_transaction() can block past its timeout after a broker
+    restart (confluentinc/librdkafka#5456): a kept producer stuck in its check is given up within
+    requestTimeout plus a grace, left untouched (closing it would block too), and the task goes on
+    with a new producer."""
+    from connectors.kafka.sink.producer import IDLE
+
+    topic = create_topic(kafka_bootstrap, unique)
+    options = {**sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique), "requestTimeout": "2s"}
+    assert write_numbers(options, 0, 0, 300) == (300, 0)
+    (kept,) = [txn for _, txn in IDLE._idle.values() if getattr(txn, "txn_id", None) == f"{unique}-0"]
+    release, calls = threading.Event(), []
+
+    class NeverReturns:  # the kept librdkafka producer, with the hang of librdkafka#5456
+        def __init__(self, real):
+            self.real = real
+
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(self.real, name)
+
+        def send_offsets_to_transaction(self, *args):
+            calls.append("send_offsets_to_transaction")
+            release.wait(60)  # longer than the test allows
+
+    real = kept.sink.producer
+    kept.sink.producer = NeverReturns(real)
+    began = time.monotonic()
+    try:
+        with caplog.at_level(logging.INFO, logger="connectors.kafka.sink.exactly_once"):
+            assert write_numbers(options, 1, 300, 600) == (300, 0)
+        assert time.monotonic() - began < 2 + 5 + 30  # the timeout, the grace, a new producer's start
+        assert "did not return within 7 s" in caplog.text
+        assert calls == ["begin_transaction", "send_offsets_to_transaction"]  # no abort, purge or close after
+    finally:
+        release.set()
+        real.close()
+    assert values(consume(kafka_bootstrap, topic)) == list(range(600))
+
+
 # --- crashes -----------------------------------------------------------------------------------
 
 

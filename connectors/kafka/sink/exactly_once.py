@@ -46,10 +46,11 @@ import json
 import logging
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -75,6 +76,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _ATTEMPTS = 3  # of a blocking transactional call that timed out or hit a retriable error
+_STUCK_GRACE = 5.0  # s past a call's own timeout before it counts as stuck (see _bounded)
 # Producer-only librdkafka settings a user may pass; the progress consumer would warn about each.
 _PRODUCER_ONLY = frozenset({
     "acks", "request.required.acks", "enable.idempotence", "transaction.timeout.ms", "linger.ms",
@@ -135,11 +137,45 @@ def _transient_not_timed_out(exc: BaseException) -> bool:
     return _transient(exc) and exc.args[0].code() != KafkaError._TIMED_OUT
 
 
-def _call(what: str, call: Callable[[], T], transient: Callable[[BaseException], bool] = _transient) -> T:
+def _call(what: str, call: Callable[[], T], transient: Callable[[BaseException], bool] = _transient,
+          attempts: int = _ATTEMPTS) -> T:
     try:
-        return retry(call, attempts=_ATTEMPTS, retry_on=transient, backoff=0.5, what=what)
+        return retry(call, attempts=attempts, retry_on=transient, backoff=0.5, what=what)
     except KafkaException as exc:
         raise KafkaSinkError(f"{what} failed: {describe(exc.args[0])}") from None
+
+
+class StuckCallError(KafkaSinkError):
+    """A librdkafka call blocked past its own timeout. Its producer is left to the blocked
+    thread (closing it would block too); the next producer of the id fences and aborts it."""
+
+
+def _bounded(what: str, call: Callable[[], T], timeout: float) -> T:
+    """``call()``, given at most ``timeout`` + :data:`_STUCK_GRACE` seconds.
+
+    ``send_offsets_to_transaction()`` never returns when the group coordinator it has cached went
+    away and librdkafka does not look it up again (a broker frozen or restarted under a kept
+    producer): it never checks its own timeout (confluentinc/librdkafka#5456, #5511). The call
+    runs in a thread of its own, so the task can go on or fail instead of hanging forever.
+    """
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"{FORMAT}: {what}", daemon=True)
+    thread.start()
+    thread.join(timeout + _STUCK_GRACE)
+    if not outcome:
+        raise StuckCallError(f"{what} did not return within {timeout + _STUCK_GRACE:.0f} s (its own timeout is "
+                        f"{timeout:.0f} s; librdkafka blocks past it while the group coordinator is unreachable)")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 class PartitionProgress:
@@ -176,12 +212,15 @@ class PartitionProgress:
                 f"consumer group '{self.group}' has offsets on '{self.anchor.topic}' that this sink did not "
                 "write: is transactionalIdPrefix shared with another application?") from None
 
-    def add_to_transaction(self, producer: SinkProducer, progress: Progress) -> None:
+    def add_to_transaction(self, producer: SinkProducer, progress: Progress, attempts: int = _ATTEMPTS) -> None:
+        """Raises :class:`StuckCallError` when librdkafka does not return (see :func:`_bounded`); a
+        timeout is not retried (see :func:`_transient_not_timed_out`): the task fails and its
+        producer is dropped."""
+        what = "adding the sink's progress to the transaction"
         position = TopicPartition(self.anchor.topic, 0, progress.batch + 1, progress.marker())
         metadata = self.consumer.consumer_group_metadata()
-        _call("adding the sink's progress to the transaction",
-              lambda: producer.producer.send_offsets_to_transaction([position], metadata, self.timeout),
-              _transient_not_timed_out)  # timed out: the task fails and its producer is dropped
+        send = functools.partial(producer.producer.send_offsets_to_transaction, [position], metadata, self.timeout)
+        _call(what, lambda: _bounded(what, send, self.timeout), _transient_not_timed_out, attempts)
 
     def close(self) -> None:
         self.consumer.close()
@@ -273,6 +312,7 @@ class TransactionalProducer:
         name = hashlib.sha256(f"{cluster}\0{txn_id}".encode()).hexdigest()[:32]
         self.owner_file = None if owners is None else owners / name
         self.token = uuid.uuid4().hex
+        self.stuck = False  # a call of the producer never returned (StuckCallError): never touch it again
         # Created first, so its coordinator lookup overlaps init_transactions().
         self.progress = PartitionProgress(options.client_settings(), txn_id, options.progress_topic, timeout)
         try:
@@ -301,10 +341,19 @@ class TransactionalProducer:
         try:
             # Adding the progress already committed changes nothing, but the coordinator checks
             # the producer's epoch: a fenced producer fails here, before any input is consumed.
-            self.progress.add_to_transaction(self.sink, self.committed)
-        except KafkaSinkError:
+            # One attempt: whatever fails, a new producer is the surer way on.
+            self._add_progress(self.committed, attempts=1)
+        except KafkaSinkError as exc:
+            log.info("%s: the kept producer failed its check: %s", self.txn_id, exc)
             return False
         return True
+
+    def _add_progress(self, progress: Progress, attempts: int = _ATTEMPTS) -> None:
+        try:
+            self.progress.add_to_transaction(self.sink, progress, attempts)
+        except StuckCallError:
+            self.stuck = True
+            raise
 
     def _claim(self) -> None:
         if self.owner_file is None:
@@ -322,7 +371,7 @@ class TransactionalProducer:
             return False
 
     def commit(self, progress: Progress) -> None:
-        self.progress.add_to_transaction(self.sink, progress)
+        self._add_progress(progress)
         fault_point("kafka.task.before_commit", self.txn_id)
         self.sink.producer.commit_transaction()  # flushes; fails if any delivery failed
         fault_point("kafka.task.after_commit", self.txn_id)
@@ -330,6 +379,8 @@ class TransactionalProducer:
 
     def abort(self) -> None:
         """Best effort: the next init_transactions() of this id aborts the transaction anyway."""
+        if self.stuck:
+            return
         try:
             self.sink.producer.abort_transaction(self.timeout)
         except KafkaException as exc:
@@ -337,6 +388,10 @@ class TransactionalProducer:
 
     def close(self) -> None:
         self.progress.close()
+        if self.stuck:  # the blocked thread holds the producer; destroying it would block as well
+            log.warning("%s: dropping producer '%s' whose call never returned; the next producer of the id "
+                        "aborts its transaction", FORMAT, self.txn_id)
+            return
         self.sink.close()
 
 

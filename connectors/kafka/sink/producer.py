@@ -20,6 +20,7 @@ import collections
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Protocol, cast
 
@@ -178,7 +179,14 @@ class SinkProducer:
         deliveries to a broker that may be gone."""
         try:
             self.producer.purge()
-            self.producer.close()
+            # confluent-kafka warns on stderr when a transactional producer cannot abort on close
+            # (fenced, or another call pending after a timeout): dropping it is enough, as the
+            # next init_transactions() of its id aborts the transaction anyway.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.producer.close()
+            for warning in caught:
+                log.info("%s: closing a producer: %s", FORMAT, warning.message)
         except KafkaException:  # a fenced transactional producer refuses to abort; dropping it is enough
             pass
 
