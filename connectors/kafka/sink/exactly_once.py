@@ -377,6 +377,16 @@ class TransactionalProducer:
         fault_point("kafka.task.after_commit", self.txn_id)
         self.committed = progress
 
+    def undelivered(self, wait: bool) -> KafkaSinkError | None:
+        """The task's delivery errors, which name the record, once the reports librdkafka queued
+        are served: a failed commit can return before they are (then ``wait`` gives them up to
+        0.5 s). None if every record queued so far was delivered or is still in flight."""
+        if not self.stuck:
+            self.sink.producer.poll(0)
+            if wait and self.sink.reports.error() is None:
+                self.sink.producer.poll(0.5)
+        return self.sink.reports.error()
+
     def abort(self) -> None:
         """Best effort: the next init_transactions() of this id aborts the transaction anyway."""
         if self.stuck:
@@ -430,7 +440,7 @@ def write_exactly_once(
             count = txn.sink.produce(itertools.chain([first], remaining), layout)
             txn.commit(Progress(unit.run, unit.batch, replay.skipped + count, replay.digest.hexdigest()))
     except BaseException as exc:
-        undelivered = txn.sink.reports.error()  # before aborting and closing purge the queue
+        undelivered = txn.undelivered(wait=isinstance(exc, KafkaException))  # before abort and close purge them
         txn.abort()
         txn.close()  # dropped, not kept: its state is unknown
         if undelivered is not None:  # the delivery error says more than the commit error
