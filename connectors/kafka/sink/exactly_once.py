@@ -381,10 +381,13 @@ class TransactionalProducer:
         """The task's delivery errors, which name the record, once the reports librdkafka queued
         are served: a failed commit can return before they are (then ``wait`` gives them up to
         0.5 s). None if every record queued so far was delivered or is still in flight."""
-        if not self.stuck:
-            self.sink.producer.poll(0)
-            if wait and self.sink.reports.error() is None:
-                self.sink.producer.poll(0.5)
+        try:
+            if not self.stuck:
+                self.sink.producer.poll(0)
+                if wait and self.sink.reports.error() is None:
+                    self.sink.producer.poll(0.5)
+        except KafkaException:  # a fenced producer raises its fatal error from poll(): the task's own error says it
+            pass
         return self.sink.reports.error()
 
     def abort(self) -> None:
