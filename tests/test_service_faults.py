@@ -114,7 +114,7 @@ def kafka_to_kafka(spark, address: str, source: str, target: str, checkpoint) ->
     return start
 
 
-KAFKA_ERROR = r"(KafkaSourceError|KafkaSinkError|TimeoutError|OptionError): connectors\.kafka: "
+KAFKA_ERROR = r"(KafkaSourceError|KafkaSinkError|StuckCallError|TimeoutError|OptionError): connectors\.kafka: "
 
 
 def kafka_input(address: str, name: str) -> list[str]:
