@@ -171,7 +171,7 @@ def _bounded(what: str, call: Callable[[], T], timeout: float) -> T:
     thread.join(timeout + _STUCK_GRACE)
     if not outcome:
         raise StuckCallError(f"{what} did not return within {timeout + _STUCK_GRACE:.0f} s (its own timeout is "
-                        f"{timeout:.0f} s; librdkafka blocks past it while the group coordinator is unreachable)")
+                             f"{timeout:.0f} s; librdkafka blocks past it while the group coordinator is unreachable)")
     ok, value = outcome[0]
     if not ok:
         raise value
