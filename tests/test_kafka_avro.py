@@ -219,6 +219,22 @@ def test_columnar_decoding_matches_fastavro_and_encoding_is_byte_exact():
     assert [e[5:] for e in encoded] == bodies and {e[:5] for e in encoded} == {b"\x00\x00\x00\x00\x09"}
 
 
+@pytest.mark.parametrize("size", [0, 3, 500])  # strings copied by positions (short) and by a mask (long)
+def test_strings_of_every_length_are_encoded_byte_exact(size):
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "s", "type": "string"}, {"name": "n", "type": ["null", "string"], "default": None},
+        {"name": "l", "type": "long"}]}
+    rows = [{"s": "x" * (size + i % 3), "n": None if i % 2 else "é" * i, "l": i} for i in range(50)]
+    parsed = fastavro.parse_schema(schema)
+    bodies = []
+    for row in rows:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, row)
+        bodies.append(out.getvalue())
+    array = pa.array(rows, avro.arrow_type(avro.parse(schema)))
+    assert avro.Encoder(avro.parse(schema), array.type).encode(array).to_pylist() == bodies
+
+
 def test_misaligned_bodies_are_found_record_by_record():
     """A block has no record boundaries: a body with a byte too many would shift the next one."""
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}

@@ -451,6 +451,20 @@ def ranges_mask(length: int, starts: np.ndarray, sizes: np.ndarray) -> np.ndarra
     return np.cumsum(marks[:-1], dtype=np.int8).view(bool)
 
 
+def _ranges(length: int, starts: np.ndarray, sizes: np.ndarray) -> slice | np.ndarray:
+    """Selects the bytes of the disjoint ascending ranges ``[start, start + size)`` of an array of
+    ``length`` bytes, in order: a slice when they touch, the positions of their bytes when they
+    cover less than half of it (a mask costs every byte of the array, positions only theirs), or
+    else a mask."""
+    total = int(sizes.sum())
+    if total == int(starts[-1] + sizes[-1] - starts[0]):
+        return slice(int(starts[0]), int(starts[0]) + total)
+    if total * 2 < length:
+        ends = np.cumsum(sizes)
+        return np.arange(total) + np.repeat(starts - (ends - sizes), sizes)
+    return ranges_mask(length, starts, sizes)
+
+
 def _varint_lengths(zz: np.ndarray) -> np.ndarray:
     lengths = np.ones(len(zz), np.int64)
     for k in range(1, 10):
@@ -562,8 +576,7 @@ class _Bytes(_Node):
         if len(rows):
             # Source and destination ranges both ascend with the row: the k-th byte taken is the k-th put.
             starts, sizes = self.starts[rows], self.sizes[rows]
-            out[ranges_mask(len(out), pos[rows] + self.head[rows], sizes)] = self.data[ranges_mask(
-                len(self.data), starts, sizes)]
+            out[_ranges(len(out), pos[rows] + self.head[rows], sizes)] = self.data[_ranges(len(self.data), starts, sizes)]
 
 
 class _Record(_Node):
