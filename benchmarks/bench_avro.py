@@ -7,7 +7,9 @@ registered in the local registry:
 
 1. decoding: ``connectors.kafka`` with ``valueFormat=avro-confluent`` against Spark's ``kafka``
    source + ``from_avro`` on ``substring(value, 6)`` (the 5-byte header cut off) with the same
-   schema, both ``spark.read`` into the ``noop`` sink, every field selected;
+   schema, both ``spark.read`` into the ``noop`` sink, every field selected; and the ceiling of a
+   Python reader, without Spark: confluent-kafka's batched ``consume()`` into Arrow and our
+   vectorised decoder, a process per core (``bench_kafka_source``'s, with the decoder);
 2. encoding: the same rows made by ``spark.range`` written by ``connectors.kafka`` with
    ``valueFormat=avro-confluent`` (at-least-once) against ``to_avro`` behind the same 5-byte
    header into Spark's Kafka sink.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import uuid
 
@@ -30,8 +33,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from benchmarks.bench_kafka_source import ceiling
 from benchmarks.common import fastest, local_spark, report
 from connectors.core import avro
+from connectors.kafka.source.formats import RecordDecoder
+from connectors.kafka.source.options import KafkaSourceOptions
 from connectors.testing.services import kafka_bootstrap_servers, schema_registry_url
 
 PACKAGES = ["org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0", "org.apache.spark:spark-avro_2.13:4.2.0"]
@@ -57,6 +63,7 @@ COLUMNS = [
     "if(id % 5 = 0, null, id) as ref",
 ]
 CHUNK = 50_000
+CEILING = "confluent-kafka -> Arrow -> decoder, a process per core"
 
 
 def new_topic(admin: AdminClient, prefix: str) -> str:
@@ -150,6 +157,12 @@ def main(argv: list[str] | None = None) -> None:
          .write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
          .mode("append").save())
 
+    cores = os.cpu_count() or 1
+    decoder = RecordDecoder.of(KafkaSourceOptions.from_options({
+        "kafka.bootstrap.servers": bootstrap, "subscribe": big, "valueFormat": "avro-confluent",
+        "schema.registry.url": url}))
+    pool = multiprocessing.get_context("spawn").Pool(cores)  # spawned: this process runs py4j's threads
+    ceiling(pool, cores, bootstrap, small, 1000, decoder)
     read_ours(small), read_spark(small)
     warm = new_topic(admin, "bench-avro-sink")
     write_ours(1000, warm), write_spark(1000, warm)
@@ -162,16 +175,18 @@ def main(argv: list[str] | None = None) -> None:
             assert count(bootstrap, sink_topics[name]) == args.records, name
 
     results = fastest({
+        CEILING: lambda: ceiling(pool, cores, bootstrap, big, args.records, decoder),
         "connectors.kafka avro read": lambda: read_ours(big),
         "spark kafka + from_avro read": lambda: read_spark(big),
         "connectors.kafka avro write": lambda: write_ours(args.records, sink_topics["connectors.kafka avro write"]),
         "to_avro + spark kafka write": lambda: write_spark(args.records, sink_topics["to_avro + spark kafka write"]),
     }, args.records, args.repeat, before=before, after=after)
+    pool.close()
     report(
         "avro",
         results,
         {
-            "ours/spark decode rows/s": ("connectors.kafka avro read", "spark kafka + from_avro read"),
+            "ours/spark decode rows/s": ("connectors.kafka avro read", "spark kafka + from_avro read", CEILING),
             "ours/spark encode rows/s": ("connectors.kafka avro write", "to_avro + spark kafka write"),
         },
         {"records": args.records, "repeat": args.repeat, "partitions": PARTITIONS, "fields": len(SCHEMA["fields"]),

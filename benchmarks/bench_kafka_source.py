@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.common import Result, local_spark, measure, report
+from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.split_reader import to_arrow
 from connectors.testing.services import kafka_bootstrap_servers
 
@@ -58,13 +59,14 @@ def create_topic(bootstrap: str, records: int, partitions: int = PARTITIONS) -> 
     return name
 
 
-def ceiling_share(bootstrap: str, topic: str, partitions: list[int]) -> int:
+def ceiling_share(bootstrap: str, topic: str, partitions: list[int], decoder: RecordDecoder | None = None) -> int:
     """One process' share of the ceiling: its partitions, each from the start to the end it has
-    now, through batched consume() into Arrow; returns the rows."""
+    now, through batched consume() into Arrow (and ``decoder``, for avro-confluent values);
+    returns the rows. Fetches as our tasks fetch: librdkafka's 1 MiB per partition is slower."""
     rows = 0
     for partition in partitions:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
-                             "enable.auto.commit": False})
+                             "enable.auto.commit": False, "max.partition.fetch.bytes": 10 << 20})
         position, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         consumer.assign([TopicPartition(topic, partition, position)])
         while position < end:
@@ -72,15 +74,17 @@ def ceiling_share(bootstrap: str, topic: str, partitions: list[int]) -> int:
             messages = consumer.consume(num_messages=min(end - position, CONSUME_BATCH), timeout=1.0)
             data = [m for m in messages if m.error() is None]
             if data:
-                rows += to_arrow(data, topic, partition, headers=False).num_rows
+                batch = to_arrow(data, topic, headers=False)
+                rows += (batch if decoder is None else decoder(batch)).num_rows
                 position = data[-1].offset() + 1
         consumer.close()
     return rows
 
 
-def ceiling(pool, processes: int, bootstrap: str, topic: str, records: int) -> None:
+def ceiling(pool, processes: int, bootstrap: str, topic: str, records: int,
+            decoder: RecordDecoder | None = None) -> None:
     shares = [list(range(PARTITIONS))[n::processes] for n in range(processes)]
-    rows = sum(pool.starmap(ceiling_share, [(bootstrap, topic, share) for share in shares]))
+    rows = sum(pool.starmap(ceiling_share, [(bootstrap, topic, share, decoder) for share in shares]))
     assert rows == records, (rows, records)
 
 
