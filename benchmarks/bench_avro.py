@@ -12,7 +12,9 @@ registered in the local registry:
    vectorised decoder, a process per core (``bench_kafka_source``'s, with the decoder);
 2. encoding: the same rows made by ``spark.range`` written by ``connectors.kafka`` with
    ``valueFormat=avro-confluent`` (at-least-once) against ``to_avro`` behind the same 5-byte
-   header into Spark's Kafka sink.
+   header into Spark's Kafka sink; the ceiling: the same rows into a Python sink that only
+   counts them (:class:`benchmarks.common.CountingSink`), the JVM -> Python hop every Python
+   sink pays before encoding or producing anything.
 
 Spark's connectors are spark-sql-kafka-0-10 and spark-avro **4.2.0**, the newest on Maven
 Central (no 4.3.0 artifacts), on the installed pyspark. Each side first runs on a small topic,
@@ -34,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from benchmarks.bench_kafka_source import ceiling
-from benchmarks.common import fastest, local_spark, report
+from benchmarks.common import CountingSink, fastest, local_spark, report
 from connectors.core import avro
 from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.options import KafkaSourceOptions
@@ -64,6 +66,7 @@ COLUMNS = [
 ]
 CHUNK = 50_000
 CEILING = "confluent-kafka -> Arrow -> decoder, a process per core"
+SINK_CEILING = "Python sink doing nothing"
 
 
 def new_topic(admin: AdminClient, prefix: str) -> str:
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
 
     big, small = topic_with(args.records), topic_with(1000)
     spark = local_spark(PACKAGES, app_name="bench-avro")
+    spark.dataSource.register(CountingSink)
     from pyspark.sql import functions as F  # noqa: PLC0415
     from pyspark.sql.avro.functions import from_avro, to_avro  # noqa: PLC0415
 
@@ -163,9 +167,12 @@ def main(argv: list[str] | None = None) -> None:
         "schema.registry.url": url}))
     pool = multiprocessing.get_context("spawn").Pool(cores)  # spawned: this process runs py4j's threads
     ceiling(pool, cores, bootstrap, small, 1000, decoder)
+    def write_nowhere(records: int) -> None:
+        source_rows(records).write.format(CountingSink.name()).mode("append").save()
+
     read_ours(small), read_spark(small)
     warm = new_topic(admin, "bench-avro-sink")
-    write_ours(1000, warm), write_spark(1000, warm)
+    write_ours(1000, warm), write_spark(1000, warm), write_nowhere(1000)
 
     def before(name: str) -> None:
         sink_topics[name] = new_topic(admin, "bench-avro-sink") if "write" in name else ""
@@ -180,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         "spark kafka + from_avro read": lambda: read_spark(big),
         "connectors.kafka avro write": lambda: write_ours(args.records, sink_topics["connectors.kafka avro write"]),
         "to_avro + spark kafka write": lambda: write_spark(args.records, sink_topics["to_avro + spark kafka write"]),
+        SINK_CEILING: lambda: write_nowhere(args.records),
     }, args.records, args.repeat, before=before, after=after)
     pool.close()
     report(
@@ -187,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         results,
         {
             "ours/spark decode rows/s": ("connectors.kafka avro read", "spark kafka + from_avro read", CEILING),
-            "ours/spark encode rows/s": ("connectors.kafka avro write", "to_avro + spark kafka write"),
+            "ours/spark encode rows/s": ("connectors.kafka avro write", "to_avro + spark kafka write", SINK_CEILING),
         },
         {"records": args.records, "repeat": args.repeat, "partitions": PARTITIONS, "fields": len(SCHEMA["fields"]),
          "packages": PACKAGES, "cores": os.cpu_count()},

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
@@ -53,14 +54,21 @@ class _CountingWriter(DataSourceStreamArrowWriter):
         return WriterCommitMessage()
 
 
+class _CountingBatchWriter(DataSourceArrowWriter):
+    write = _CountingWriter.write
+
+
 class CountingSink(DataSource):
-    """A Python Arrow stream sink that only counts its rows: Spark's JVM -> Python worker hop and
-    its fixed costs per micro-batch (Python planner processes to create the writer and to
-    commit), without writing anywhere."""
+    """A Python Arrow sink that only counts its rows: Spark's JVM -> Python worker hop and its
+    fixed costs (per micro-batch, Python planner processes to create the writer and to commit),
+    without writing anywhere. Batch writes need ``mode("append")``."""
 
     @classmethod
     def name(cls) -> str:
         return "bench-counting-sink"
+
+    def writer(self, schema, overwrite):
+        return _CountingBatchWriter()
 
     def streamWriter(self, schema, overwrite):
         return _CountingWriter()
