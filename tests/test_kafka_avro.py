@@ -190,6 +190,16 @@ def test_source_without_a_subject_fails_at_query_start(spark, kafka_bootstrap, s
 # -- the columnar codec ---------------------------------------------------------------------
 
 
+def fastavro_bodies(schema: dict, rows: list[dict]) -> list[bytes]:
+    parsed = fastavro.parse_schema(schema)
+    bodies = []
+    for row in rows:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, row)
+        bodies.append(out.getvalue())
+    return bodies
+
+
 def test_columnar_decoding_matches_fastavro_and_encoding_is_byte_exact():
     schema = {"type": "record", "name": "R", "fields": [
         {"name": "l", "type": "long"}, {"name": "s", "type": "string"}, {"name": "f", "type": "float"},
@@ -204,12 +214,7 @@ def test_columnar_decoding_matches_fastavro_and_encoding_is_byte_exact():
              "e": "AB"[i % 2], "d": datetime.date(2020, 1, 1) + datetime.timedelta(days=i),
              "t": AT + datetime.timedelta(milliseconds=i), "a": [None if j % 2 else str(j) for j in range(i % 4)],
              "r": None if i % 4 == 0 else {"x": bytes(range(i % 6))}} for i in range(200)]
-    parsed = fastavro.parse_schema(schema)
-    bodies = []
-    for row in rows:
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, parsed, row)
-        bodies.append(out.getvalue())
+    bodies = fastavro_bodies(schema, rows)
     decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
     assert decoder.columnar
     columnar = decoder._columnar(pa.array(bodies, pa.binary()))
@@ -225,12 +230,7 @@ def test_strings_of_every_length_are_encoded_byte_exact(size):
         {"name": "s", "type": "string"}, {"name": "n", "type": ["null", "string"], "default": None},
         {"name": "l", "type": "long"}]}
     rows = [{"s": "x" * (size + i % 3), "n": None if i % 2 else "é" * i, "l": i} for i in range(50)]
-    parsed = fastavro.parse_schema(schema)
-    bodies = []
-    for row in rows:
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, parsed, row)
-        bodies.append(out.getvalue())
+    bodies = fastavro_bodies(schema, rows)
     array = pa.array(rows, avro.arrow_type(avro.parse(schema)))
     assert avro.Encoder(avro.parse(schema), array.type).encode(array).to_pylist() == bodies
 
@@ -238,11 +238,7 @@ def test_strings_of_every_length_are_encoded_byte_exact(size):
 def test_misaligned_bodies_are_found_record_by_record():
     """A block has no record boundaries: a body with a byte too many would shift the next one."""
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}
-    bodies = []
-    for i in range(4):
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), {"a": i, "b": f"s{i}"})
-        bodies.append(out.getvalue())
+    bodies = fastavro_bodies(schema, [{"a": i, "b": f"s{i}"} for i in range(4)])
     bodies[1] += b"\x01"
     decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
     values, bad = decoder.decode(pa.array(bodies, pa.binary()))
