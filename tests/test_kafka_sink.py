@@ -20,7 +20,7 @@ import types
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from jobs.kafka_sink import leave_transaction_open as leave_transaction_open_job
 from jobs.kafka_sink import number_batches, write_numbers, write_task
@@ -618,8 +618,6 @@ def leave_transaction_open(bootstrap: str, txn_id: str, topic: str, value: bytes
     killed.start()
     killed.join(120)
     assert killed.exitcode == -9
-    from confluent_kafka import Producer
-
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce(topic, b"1000000")  # after the open transaction: invisible until it ends
     producer.flush(30)
@@ -811,6 +809,24 @@ def test_exactly_once_survives_sigkill(crash_harness, kafka_bootstrap, unique):
     report = harness.run(kills=2, kill_at="mid-batch", seed=3)
     assert report.kills == 2
     assert values(consume(kafka_bootstrap, topic)) == list(range(8000))  # no loss, no duplicate
+
+
+@pytest.mark.crash
+def test_packed_kafka_source_into_exactly_once_sink_survives_a_kill_at_each_step(crash_harness, kafka_bootstrap,
+                                                                                  unique):
+    """Four Kafka partitions per micro-batch read by one task and written in one transaction,
+    killed before and after that commit and before and after Spark's: every record once."""
+    source = create_topic(kafka_bootstrap, f"{unique}-in", partitions=4)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for number in range(6000):
+        producer.produce(source, str(number), partition=number % 4)
+    assert producer.flush(30) == 0
+    sink = create_topic(kafka_bootstrap, f"{unique}-out")
+    harness = crash_harness("jobs.kafka_sink:kafka_to_kafka", bootstrap=kafka_bootstrap, source_topic=source,
+                            max_offsets=2000, options=sink_options(kafka_bootstrap, sink, "exactly-once", prefix=unique))
+    harness.run_faults(["kafka.task.before_commit:1", "kafka.task.after_commit:1", "kafka.commit.before:1",
+                        "kafka.commit.after:1"])
+    assert values(consume(kafka_bootstrap, sink)) == list(range(6000))  # no loss, no duplicate
 
 
 @pytest.mark.crash

@@ -38,6 +38,18 @@ def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="forma
     return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
 
 
+def kafka_to_kafka(spark, checkpoint, options, bootstrap, source_topic, max_offsets):
+    """Crash-harness job: connectors.kafka -> Kafka; with few records per partition, one task
+    reads every partition of a micro-batch (task packing) and writes them in one transaction."""
+    df = (
+        spark.readStream.format("connectors.kafka").option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source_topic).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_offsets).load()
+    )
+    return (df.select("value").writeStream.format("connectors.kafka").options(**options)
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
 def fail_first_attempt(df, after_batches: int):
     """Partition 0's first attempt passes ``after_batches`` Arrow batches on, then fails."""
 
