@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         "schema.registry.url": url}))
     pool = multiprocessing.get_context("spawn").Pool(cores)  # spawned: this process runs py4j's threads
     ceiling(pool, cores, bootstrap, small, 1000, decoder)
+
     def write_nowhere(records: int) -> None:
         source_rows(records).write.format(CountingSink.name()).mode("append").save()
 

@@ -822,8 +822,9 @@ def test_packed_kafka_source_into_exactly_once_sink_survives_a_kill_at_each_step
         producer.produce(source, str(number), partition=number % 4)
     assert producer.flush(30) == 0
     sink = create_topic(kafka_bootstrap, f"{unique}-out")
+    options = sink_options(kafka_bootstrap, sink, "exactly-once", prefix=unique)
     harness = crash_harness("jobs.kafka_sink:kafka_to_kafka", bootstrap=kafka_bootstrap, source_topic=source,
-                            max_offsets=2000, options=sink_options(kafka_bootstrap, sink, "exactly-once", prefix=unique))
+                            max_offsets=2000, options=options)
     harness.run_faults(["kafka.task.before_commit:1", "kafka.task.after_commit:1", "kafka.commit.before:1",
                         "kafka.commit.after:1"])
     assert values(consume(kafka_bootstrap, sink)) == list(range(6000))  # no loss, no duplicate

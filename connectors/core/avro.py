@@ -576,7 +576,8 @@ class _Bytes(_Node):
         if len(rows):
             # Source and destination ranges both ascend with the row: the k-th byte taken is the k-th put.
             starts, sizes = self.starts[rows], self.sizes[rows]
-            out[_ranges(len(out), pos[rows] + self.head[rows], sizes)] = self.data[_ranges(len(self.data), starts, sizes)]
+            taken = self.data[_ranges(len(self.data), starts, sizes)]
+            out[_ranges(len(out), pos[rows] + self.head[rows], sizes)] = taken
 
 
 class _Record(_Node):
