@@ -45,7 +45,7 @@ from connectors.kafka.sink.exactly_once import (
     WorkUnit,
     _Replay,
 )
-from connectors.kafka.sink.producer import KafkaSinkError
+from connectors.kafka.sink.producer import KafkaSinkError, check_cluster
 from connectors.kafka.sink.records import HEADERS_TYPE, ColumnError, RecordLayout
 from connectors.testing.spark import run_available_now
 
@@ -502,6 +502,33 @@ def test_unreachable_broker_fails_at_query_start(spark, free_port):
         df.write.format("connectors.kafka").option("kafka.bootstrap.servers", f"127.0.0.1:{free_port}").option(
             "topic", "t").option("requestTimeout", "3s").mode("append").save()
     assert f"option 'kafka.bootstrap.servers' = '127.0.0.1:{free_port}': no broker answered" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"kafka.linger.ms": "-5"}, "option 'kafka.linger.ms' = '-5': librdkafka refuses it: Configuration property "
+                                    '"queue.buffering.max.ms" value -5 is outside allowed range'),
+        ({"kafka.compression.type": "zzz"}, "option 'kafka.compression.type' = 'zzz': librdkafka refuses it"),
+        # refused only beside the idempotence the sink turns on for at-least-once
+        ({"kafka.acks": "1"}, "option 'kafka.acks' = '1': librdkafka refuses it: Failed to create producer: "
+                              "`acks` must be set to `all` when `enable.idempotence` is true"),
+        ({"kafka.security.protocol": "ssl", "kafka.ssl.ca.location": "/nonexistent/ca.pem"},
+         "option 'kafka.security.protocol, kafka.ssl.ca.location': librdkafka refuses these settings together"),
+    ],
+)
+def test_settings_librdkafka_refuses_are_named_at_query_start(kafka_bootstrap, settings, message):
+    with pytest.raises(OptionError) as info:
+        check_cluster(KafkaSinkOptions.from_options(sink_options(kafka_bootstrap, "t") | settings))
+    assert message in str(info.value)
+
+
+def test_a_refused_setting_fails_the_write_before_any_task(spark, kafka_bootstrap, unique):
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(PySparkException) as info:
+        df.write.format("connectors.kafka").options(**sink_options(kafka_bootstrap, unique)).option(
+            "kafka.acks", "1").mode("append").save()
+    assert "option 'kafka.acks' = '1': librdkafka refuses it" in str(info.value)
 
 
 def test_unknown_topic_option_fails_at_query_start(spark, kafka_bootstrap, unique):

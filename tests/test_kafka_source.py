@@ -205,6 +205,11 @@ def test_missing_bootstrap_servers():
         ({"maxOffsetsPerTrigger": "5"}, False, "is only valid in streaming queries"),
         ({"endingOffsets": "latest"}, True, "ending offsets are not valid in streaming queries"),
         ({"kafka.key.deserializer": "x"}, True, "keys are always read as bytes"),
+        # librdkafka's word for it is its alias fetch.message.max.bytes, and without the value
+        ({"kafka.max.partition.fetch.bytes": "abc"}, False,
+         "option 'kafka.max.partition.fetch.bytes' = 'abc': librdkafka refuses it"),
+        ({"kafka.isolation.level": "sometimes"}, True, "option 'kafka.isolation.level' = 'sometimes': librdkafka "
+                                                       'refuses it: Invalid value "sometimes"'),
     ],
 )
 def test_bad_options_fail_at_query_start(spark, kafka_bootstrap, tmp_path, raw, stream, message):

@@ -176,6 +176,18 @@ def test_kafka_errors_at_query_start(spark, kafka_bootstrap, unique):
     assert_hidden(*messages)
 
 
+def test_a_kafka_setting_librdkafka_refuses_never_shows_a_secret(kafka_bootstrap):
+    """librdkafka quotes a keystore's path when it cannot open it; the error names the option."""
+    from connectors.kafka.sink.producer import check_cluster
+
+    with pytest.raises(OptionError) as info:
+        check_cluster(KafkaSinkOptions.from_options({
+            "kafka.bootstrap.servers": kafka_bootstrap, "topic": "t", "kafka.security.protocol": "ssl",
+            "kafka.ssl.keystore.location": f"/nonexistent/{SECRET}.p12", "kafka.ssl.keystore.password": SECRET}))
+    assert "option 'kafka.ssl.keystore.location' = '***': librdkafka refuses it" in str(info.value)
+    assert_hidden(info.value)
+
+
 def test_files_errors_at_query_start(spark, s3_server, unique):
     storage = json.dumps({**s3_server.storage_options(), "secret": SECRET})
     messages = []

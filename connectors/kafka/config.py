@@ -3,16 +3,20 @@
 Like Spark, every option starting with ``kafka.`` goes to the client with the prefix removed.
 The client is librdkafka, not the Java client: a Java-only property gets an error that names the
 librdkafka property to use instead, rather than a cryptic "No such configuration property".
-Every client the connectors open logs through Python logging (:func:`with_logger`).
+Every client the connectors open logs through Python logging (:func:`with_logger`), and a setting
+librdkafka refuses fails at query start naming the ``kafka.*`` option and its value
+(:func:`refusal`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from connectors.core.options import OptionError
+from confluent_kafka import KafkaException
+
+from connectors.core.options import OptionError, is_secret_name, scrub
 
 PREFIX = "kafka."
 
@@ -74,3 +78,42 @@ def with_logger(config: Mapping[str, Any]) -> dict[str, Any]:
     writes it, the process's stderr (the executor's log in a Spark task), as with any client.
     """
     return dict(config) if "debug" in config else {**config, "logger": LIBRDKAFKA_LOG}
+
+
+def refusal(source: str, options: Mapping[str, str], settings: Mapping[str, Any], error: KafkaException,
+            make: Callable[[dict[str, Any]], Any]) -> OptionError:
+    """The OptionError for librdkafka refusing to create a client (``make``) from ``settings``,
+    which include the ``kafka.*`` ``options``. librdkafka names only its own property, often an
+    alias (``fetch.message.max.bytes`` for ``max.partition.fetch.bytes``), and not always the
+    value; this names the user's options: the first refused on its own, else those without which
+    the rest is accepted (``kafka.acks=1`` beside the idempotence the sink turns on), else all.
+    Trial clients get no ``bootstrap.servers``, so they open no connection.
+    """
+    reason = error.args[0].str()
+    user = {key: value for key, value in options.items()
+            if key.lower().startswith(PREFIX) and key.lower() != "kafka.bootstrap.servers"}
+
+    def without(keys: list[str]) -> dict[str, Any]:
+        names = {key[len(PREFIX):].lower() for key in keys} | {"bootstrap.servers"}
+        return {name: value for name, value in settings.items() if name.lower() not in names}
+
+    def refused(trial: dict[str, Any]) -> bool:
+        try:
+            client = make(with_logger(trial))
+        except (KafkaException, ValueError):
+            return True
+        if hasattr(client, "close"):
+            client.close()
+        return False
+
+    reason = scrub(reason, [value for key, value in user.items() if is_secret_name(key)])
+    base = without(list(user))
+    alone = next((key for key, value in user.items() if refused({**base, key[len(PREFIX):]: value})), None)
+    culprits = [alone] if alone else [key for key in user if not refused(without([key]))]
+    if len(culprits) == 1:
+        # As with our own unknown options, an unknown name's value is never shown: it may be a
+        # misspelt secret (kafka.sasl.pasword).
+        unknown = "No such configuration property" in reason
+        return OptionError(source, culprits[0], user[culprits[0]], f"librdkafka refuses it: {reason}", secret=unknown)
+    named = ", ".join(culprits) or "kafka.*"
+    return OptionError(source, named, None, f"librdkafka refuses these settings together: {reason}")

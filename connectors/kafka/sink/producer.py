@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
-from connectors.kafka.config import with_logger
+from connectors.kafka.config import refusal, with_logger
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.records import RecordError, RecordLayout
 
@@ -254,7 +254,7 @@ def check_cluster(options: KafkaSinkOptions) -> None:
     try:
         producer = Producer(with_logger(settings))
     except KafkaException as exc:
-        raise OptionError(FORMAT, "kafka.*", None, f"invalid producer settings: {exc.args[0].str()}") from None
+        raise refusal(FORMAT, options.extra, settings, exc, Producer) from None
     timeout = options.request_timeout.total_seconds()
     try:
         topics = producer.list_topics(timeout=timeout).topics

@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.core.retry import retry
 from connectors.kafka import FORMAT
-from connectors.kafka.config import with_logger
+from connectors.kafka.config import refusal, with_logger
 from connectors.kafka.source.offsets import Offsets, TopicPartition
 from connectors.kafka.source.options import (
     EARLIEST,
@@ -90,7 +90,11 @@ class BrokerClient:
     def consumer(self) -> Consumer:
         if self._consumer is None:
             # The user's group (if any) is only ever committed to, never joined.
-            self._consumer = Consumer(consumer_config(self.options, self.options.group_id))
+            config = consumer_config(self.options, self.options.group_id)
+            try:
+                self._consumer = Consumer(config)
+            except KafkaException as exc:  # the first consumer of a query: at query start, on the driver
+                raise refusal(FORMAT, self.options.extra, config, exc, Consumer) from None
         return self._consumer
 
     def close(self) -> None:
