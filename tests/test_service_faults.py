@@ -9,6 +9,7 @@ ports and directories): the shared ones are never stopped or frozen.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from jobs.kafka_sink import kafka_to_kafka as kafka_to_kafka_job
 from pyspark.errors import StreamingQueryException
 from test_kafka_sink import consume, create_topic
 from test_kafka_source import produce
@@ -96,22 +98,12 @@ def await_steps(query, within: float, failures: list[str]) -> None:
 
 
 def kafka_to_kafka(spark, address: str, source: str, target: str, checkpoint) -> Callable:
-    """Starts ``source`` -> ``target`` on the private broker, exactly-once, 20 micro-batches."""
-
-    def start():
-        return (
-            spark.readStream.format("connectors.kafka").option("kafka.bootstrap.servers", address)
-            .option("subscribe", source).option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", RECORDS // 20).option("kafkaConsumer.pollTimeoutMs", "30000")
-            .load().selectExpr("value")
-            .writeStream.format("connectors.kafka").option("kafka.bootstrap.servers", address)
-            .option("topic", target).option("deliveryGuarantee", "exactly-once")
-            .option("transactionalIdPrefix", target).option("requestTimeout", "10s")
-            .option("kafka.transaction.timeout.ms", "30000")
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-        )  # fmt: skip
-
-    return start
+    """Starts ``source`` -> ``target`` on the private broker, exactly-once, 20 micro-batches,
+    with timeouts short enough for the faults."""
+    sink = {"kafka.bootstrap.servers": address, "topic": target, "deliveryGuarantee": "exactly-once",
+            "transactionalIdPrefix": target, "requestTimeout": "10s", "kafka.transaction.timeout.ms": "30000"}
+    return functools.partial(kafka_to_kafka_job, spark, str(checkpoint), sink, address, source, RECORDS // 20,
+                             **{"kafkaConsumer.pollTimeoutMs": "30000"})
 
 
 KAFKA_ERROR = r"(KafkaSourceError|KafkaSinkError|StuckCallError|TimeoutError|OptionError): connectors\.kafka: "

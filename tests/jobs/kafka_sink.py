@@ -38,13 +38,14 @@ def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="forma
     return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
 
 
-def kafka_to_kafka(spark, checkpoint, options, bootstrap, source_topic, max_offsets):
-    """Crash-harness job: connectors.kafka -> Kafka; with few records per partition, one task
-    reads every partition of a micro-batch (task packing) and writes them in one transaction."""
+def kafka_to_kafka(spark, checkpoint, options, bootstrap, source_topic, max_offsets, **source_options):
+    """Crash-harness job (and the service-fault tests' query): connectors.kafka -> Kafka; with few
+    records per partition, one task reads every partition of a micro-batch (task packing) and
+    writes them in one transaction."""
     df = (
         spark.readStream.format("connectors.kafka").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source_topic).option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", max_offsets).load()
+        .option("maxOffsetsPerTrigger", max_offsets).options(**source_options).load()
     )
     return (df.select("value").writeStream.format("connectors.kafka").options(**options)
             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
