@@ -104,6 +104,7 @@ class BrokerClient:
 
     def _ask(self, what: str, call: Callable[[], T]) -> T:
         def wrapped() -> T:
+            consumer = self.consumer  # a setting librdkafka refuses fails here, once, as an OptionError
             try:
                 return call()
             except KafkaException as exc:
@@ -111,7 +112,7 @@ class BrokerClient:
                     raise
                 raise KafkaSourceError(self._failure(what, exc)) from None
             finally:
-                self.consumer.poll(0)  # hands librdkafka's log lines (queued until a poll) to logging
+                consumer.poll(0)  # hands librdkafka's log lines (queued until a poll) to logging
 
         try:
             return retry(wrapped, attempts=self.options.fetch_offset_retries, retry_on=_transient,
