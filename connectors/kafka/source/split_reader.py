@@ -69,7 +69,7 @@ _MESSAGES_PER_CONSUME = 50_000
 _FEWEST_PER_CONSUME = 64
 # Held messages of a range waiting for its turn: at least this many bytes before it is paused.
 _HELD_BYTES_MIN = 1 << 16
-_CONSUME_WAIT = 0.1  # seconds; consume() waits this long when fewer messages than asked exist
+_CONSUME_WAIT = 0.1  # seconds; how long a consume() waits for a first message when none is queued
 # librdkafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's ids as Spark shows them.
 _TIMESTAMP_TYPE = np.array([-1, 0, 1], dtype=np.int32)
 
@@ -152,6 +152,19 @@ class _Pending:
         return messages
 
 
+def _consume(consumer: Consumer, most: int) -> list[Message]:
+    """Up to ``most`` messages: those queued now, or, with none queued, those of the first fetch
+    to arrive within ``_CONSUME_WAIT``. ``consume(n, timeout)`` alone waits out its whole timeout
+    unless n messages come, which it did every time fewer were left: at a topic's end, at the
+    last ranges of a task (docs/kafka-source.md, Speed)."""
+    messages = consumer.consume(most, timeout=0)
+    if not messages:
+        messages = consumer.consume(1, timeout=_CONSUME_WAIT)
+        if messages and most > 1:
+            messages += consumer.consume(most - 1, timeout=0)
+    return messages
+
+
 def _binary(values: list[bytes | None]) -> pa.Array:
     # pyarrow converts a list of bytes much faster when it infers the type than when told
     # pa.binary(); only an all-null list infers to the null type.
@@ -206,7 +219,7 @@ class RangeReader:
             while reading[current]:
                 rest = int(self.ends[current] - self.positions[current])
                 most = pending.wanted(min(max(rest, _FEWEST_PER_CONSUME), _MESSAGES_PER_CONSUME))
-                messages = consumer.consume(most, timeout=_CONSUME_WAIT)
+                messages = _consume(consumer, most)
                 if messages:
                     last_progress = time.monotonic()
                 errors = list(map(Message.error, messages))
