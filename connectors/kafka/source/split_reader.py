@@ -63,9 +63,10 @@ _ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_ARROW_FIELDS, pa.field("headers", _ARR
 
 _ROWS_PER_BATCH = 50_000  # or maxBytesPerBatch
 _MESSAGES_PER_CONSUME = 50_000
-# A consume() asks for no more than the smallest rest of an open range, so that records fetched
-# past a range's end rarely reach Python, but never for fewer than this: a range whose last
-# offsets are markers or gaps (never delivered) must not slow the others to one record per call.
+# A consume() asks for what the partition at the head of librdkafka's queue still needs, so that
+# records fetched past a range's end rarely reach Python (see RangeReader._wanted), but for a
+# range already partly delivered never for fewer than this: its last offsets may be markers or
+# gaps (never delivered), which must not slow the others to one record per call.
 _FEWEST_PER_CONSUME = 64
 # Held messages of a range waiting for its turn: at least this many bytes before it is paused.
 _HELD_BYTES_MIN = 1 << 16
@@ -185,7 +186,8 @@ class RangeReader:
         self._key = Message.partition if self.topic else lambda m: (m.topic(), m.partition())
         self._slot = {(r.partition if self.topic else (r.topic, r.partition)): i for i, r in enumerate(self.ranges)}
         self.ends = np.array([r.end for r in self.ranges], np.int64)
-        self.positions = np.array([r.start for r in self.ranges], np.int64)  # the next offset of each range
+        self.starts = np.array([r.start for r in self.ranges], np.int64)
+        self.positions = self.starts.copy()  # the next offset of each range
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         if not self.ranges:
@@ -210,6 +212,7 @@ class RangeReader:
         held_bytes = np.zeros(len(self.ranges), np.int64)
         waiting = np.zeros(len(self.ranges), np.bool_)  # paused until its turn
         reading, last_progress = self.positions < self.ends, time.monotonic()
+        head: int | None = None  # the range of the last message delivered
         for current in range(len(self.ranges)):
             if waiting[current]:
                 consumer.resume([self._partition(current)])
@@ -217,14 +220,14 @@ class RangeReader:
             yield from map(convert, pending.add(held[current]))
             held[current] = []
             while reading[current]:
-                rest = int(self.ends[current] - self.positions[current])
-                most = pending.wanted(min(max(rest, _FEWEST_PER_CONSUME), _MESSAGES_PER_CONSUME))
+                most = pending.wanted(min(self._wanted(head, reading), _MESSAGES_PER_CONSUME))
                 messages = _consume(consumer, most)
                 if messages:
                     last_progress = time.monotonic()
                 errors = list(map(Message.error, messages))
                 events = [(m, e) for m, e in zip(messages, errors) if e is not None] if any(errors) else []
                 data = [m for m, e in zip(messages, errors) if e is None] if events else messages
+                head = self._slot[self._key(data[-1])] if data else None
                 yield from map(convert, pending.add(self._hold_others(current, data, held, held_bytes)))
                 for message, error in events:
                     slot = self._slot[self._key(message)]
@@ -252,6 +255,18 @@ class RangeReader:
                     raise TimeoutError(self._stuck(reading))
         if pending.messages:
             yield convert(pending.take())
+
+    def _wanted(self, head: int | None, reading: np.ndarray) -> int:
+        """How many messages the next consume() asks for. librdkafka queues each partition's
+        fetched records together, so the queue's head is most likely the rest of the range that
+        delivered last, or else a range not yet started: asking for just that range's rest keeps
+        what was fetched past its end out of Python (it is dropped when the range is paused)."""
+        if head is not None and reading[head]:
+            return max(int(self.ends[head] - self.positions[head]), _FEWEST_PER_CONSUME)
+        fresh = reading & (self.positions == self.starts)
+        if fresh.any():
+            return int((self.ends - self.positions)[fresh].min())
+        return max(int((self.ends - self.positions)[reading].min()), _FEWEST_PER_CONSUME)
 
     def _hold_others(self, current: int, data: list[Message], held: list[list[Message]],
                      held_bytes: np.ndarray) -> list[Message]:
