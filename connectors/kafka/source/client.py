@@ -131,11 +131,16 @@ class BrokerClient:
         options = self.options
         if options.assign is not None:
             return sorted((topic, p) for topic, parts in options.assign.items() for p in parts)
-        topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
         if options.subscribe is not None:
-            wanted = set(options.subscribe)
-            chosen = [name for name in topics if name in wanted]
+            # Only the subscribed topics' metadata: the whole cluster's costs every trigger more
+            # the more topics there are (docs/kafka-source.md, Speed).
+            topics = {}
+            for name in dict.fromkeys(options.subscribe):
+                answer = self._ask("list topics", lambda name=name: self.consumer.list_topics(name, timeout=self.timeout))
+                topics.update((n, m) for n, m in answer.topics.items() if n == name)
+            chosen = list(topics)
         else:
+            topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
             pattern = re.compile(options.subscribe_pattern or "")
             chosen = [name for name in topics if pattern.fullmatch(name) and not name.startswith("__")]
         return sorted((name, p) for name in chosen if topics[name].error is None for p in topics[name].partitions)
