@@ -17,7 +17,8 @@ from pyspark.errors.exceptions.captured import StreamingQueryException
 
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import ADMISSION_CONTROL
-from connectors.kafka.source.client import consumer_config
+from connectors.kafka.source import client, split_reader
+from connectors.kafka.source.client import BrokerClient, consumer_config
 from connectors.kafka.source.offsets import (
     SPLIT,
     DataLossError,
@@ -31,7 +32,6 @@ from connectors.kafka.source.offsets import (
 )
 from connectors.kafka.source.options import KafkaSourceOptions
 from connectors.kafka.source.reader import KafkaStreamReader
-from connectors.kafka.source import split_reader
 from connectors.kafka.source.split_reader import RangeReader
 
 FORMAT = "connectors.kafka"
@@ -451,6 +451,29 @@ def test_min_offsets_per_trigger_waits_until_enough_or_max_delay(kafka_bootstrap
     reader.stop()
 
 
+def test_subscribe_asks_for_its_topics_metadata_only(kafka_bootstrap, topic, unique, monkeypatch):
+    """Every trigger lists the partitions read; with subscribe that is the named topics' metadata,
+    never the whole cluster's, which grows with every topic on it. A missing topic has none, and
+    asking does not create it."""
+    first, second = topic(3), topic(2, name=f"{unique}-second")
+    missing = f"{unique}-missing"
+    asked = []
+
+    class Recording(Consumer):
+        def list_topics(self, topic=None, timeout=-1):
+            asked.append(topic)
+            return super().list_topics(topic, timeout)
+
+    monkeypatch.setattr(client, "Consumer", Recording)
+    broker = BrokerClient(options(kafka_bootstrap, subscribe=f"{first},{missing},{second}"))
+    try:
+        assert broker.partitions() == [(first, 0), (first, 1), (first, 2), (second, 0), (second, 1)]
+    finally:
+        broker.close()
+    assert sorted(asked) == sorted([first, missing, second])
+    assert missing not in AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
+
+
 def test_latest_offsets_are_throttled(kafka_bootstrap, topic):
     name = topic(1)
     reader = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, **{"fetchOffset.minIntervalMs": "1h"}))
@@ -628,6 +651,28 @@ def test_a_task_takes_no_record_past_a_range_end_into_python(kafka_bootstrap, to
                                                                              for p in range(20))))
     assert [(p, o, v.decode()) for _, p, o, v in rows] == [(p, o, f"{p}-{o}") for p in range(20) for o in range(40, 50)]
     assert len(delivered) == 200
+
+
+def test_a_task_never_waits_out_consume_while_records_are_queued(kafka_bootstrap, topic, monkeypatch):
+    """consume(n, timeout) waits its whole timeout unless n messages come. At the end of a topic
+    fewer than asked are left, so a waiting call must ask for one message only (the next fetch's
+    first); every other call takes what is queued without waiting."""
+    name = topic(8)
+    for partition in range(8):
+        produce(kafka_bootstrap, name, [f"{partition}-{i}" for i in range(50)], partition=partition)
+    calls = []
+
+    class Recording(Consumer):
+        def consume(self, num_messages=1, timeout=-1):
+            messages = super().consume(num_messages, timeout)
+            calls.append((num_messages, timeout, len(messages)))
+            return messages
+
+    monkeypatch.setattr(split_reader, "Consumer", Recording)
+    rows = read_rows(RangeReader(options(kafka_bootstrap, subscribe=name), *(OffsetRange(name, p, 40, 50)
+                                                                             for p in range(8))))
+    assert len(rows) == 80
+    assert calls and all(asked == 1 or timeout == 0 for asked, timeout, _ in calls), calls
 
 
 def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):
