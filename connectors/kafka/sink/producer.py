@@ -16,19 +16,18 @@ a failed task drops it.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
-import time
 import warnings
-from collections.abc import Hashable, Iterable, Iterator
-from typing import Protocol, cast
+from collections.abc import Iterable, Iterator
+from typing import cast
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectors.core.guarantees import DeliveryGuarantee
+from connectors.core.idle import IdleClients
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
 from connectors.kafka.config import refusal, with_logger
@@ -40,10 +39,6 @@ log = logging.getLogger(__name__)
 # Producer defaults of the sink; any kafka.* option overrides them.
 JAVA_COMPATIBLE_PARTITIONER = "murmur2_random"  # keyed records land where Java producers put them
 TRANSACTION_TIMEOUT_MS = 900_000  # the brokers' default transaction.max.timeout.ms (15 min)
-# Idle producers older than this are closed: below the brokers' connections.max.idle.ms (10 min),
-# so a kept producer never meets connections the broker closed under it.
-IDLE_PRODUCER_TIMEOUT_S = 300.0
-
 _HINTS = {
     KafkaError.MSG_SIZE_TOO_LARGE: "the record is larger than the producer's kafka.message.max.bytes or the "
     "topic's max.message.bytes",
@@ -191,37 +186,7 @@ class SinkProducer:
             pass
 
 
-class Closeable(Protocol):
-    def close(self) -> None: ...
-
-
-class IdleProducers:
-    """The producers this Python worker process keeps between tasks, least recently used first.
-
-    A task takes its producer out (so no two tasks ever share one) and puts it back when it ended
-    cleanly; what exceeds the cache size or stayed idle too long is closed.
-    """
-
-    def __init__(self) -> None:
-        self._idle: collections.OrderedDict[Hashable, tuple[float, Closeable]] = collections.OrderedDict()
-
-    def take(self, key: Hashable) -> Closeable | None:
-        self._close_expired()
-        entry = self._idle.pop(key, None)
-        return None if entry is None else entry[1]
-
-    def keep(self, key: Hashable, producer: Closeable, limit: int) -> None:
-        self._idle[key] = (time.monotonic(), producer)
-        while len(self._idle) > limit:
-            self._idle.popitem(last=False)[1][1].close()
-
-    def _close_expired(self) -> None:
-        expired = time.monotonic() - IDLE_PRODUCER_TIMEOUT_S
-        while self._idle and next(iter(self._idle.values()))[0] < expired:
-            self._idle.popitem(last=False)[1][1].close()
-
-
-IDLE = IdleProducers()
+IDLE = IdleClients()  # this worker's idle producers (transactional ones too)
 
 
 def settings_key(settings: dict[str, str]) -> tuple:
