@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
 
+from connectors.core.idle import IdleClients
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import ADMISSION_CONTROL
 from connectors.kafka.source import client, split_reader
@@ -673,6 +674,51 @@ def test_a_task_never_waits_out_consume_while_records_are_queued(kafka_bootstrap
                                                                              for p in range(8))))
     assert len(rows) == 80
     assert calls and all(asked == 1 or timeout == 0 for asked, timeout, _ in calls), calls
+
+
+def test_the_next_task_goes_on_with_the_consumer_the_last_one_kept(kafka_bootstrap, topic, monkeypatch):
+    """A micro-batch's task usually starts where the last one ended: it takes the consumer that
+    task kept in this worker instead of opening one, and starts exactly at its ranges' starts
+    even when the last task took records past its ends into Python (and dropped them)."""
+    name = topic(2)
+    for partition in range(2):
+        produce(kafka_bootstrap, name, [f"{partition}-{i}" for i in range(100)], partition=partition)
+    opened = []
+
+    class Counting(Consumer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+    monkeypatch.setattr(split_reader, "Consumer", Counting)
+    monkeypatch.setattr(split_reader, "IDLE", IdleClients())
+    source_options = options(kafka_bootstrap, subscribe=name)
+    with monkeypatch.context() as greedy:  # every consume() asks for more than the ranges hold
+        greedy.setattr(RangeReader, "_wanted", lambda self, head, reading: 1000)
+        first = read_rows(RangeReader(source_options, *(OffsetRange(name, p, 0, 10) for p in range(2))))
+    assert [(p, o) for _, p, o, _ in first] == [(p, o) for p in range(2) for o in range(10)]
+    (kept,) = opened
+    assert max(at.offset for at in kept.position([TopicPartition(name, p) for p in range(2)])) > 10
+    second = read_rows(RangeReader(source_options, *(OffsetRange(name, p, 10, 30) for p in range(2))))
+    assert [(p, o, v.decode()) for _, p, o, v in second] == [(p, o, f"{p}-{o}") for p in range(2) for o in range(10, 30)]
+    assert opened == [kept]
+
+
+def test_a_consumer_is_kept_only_after_a_read_to_the_end(kafka_bootstrap, topic, monkeypatch):
+    """A read Spark abandoned leaves its consumer mid-range, and consumerCacheSize=0 keeps none."""
+    name = topic(1)
+    produce(kafka_bootstrap, name, [b"x" * 1000] * 100)
+    idle = IdleClients()
+    monkeypatch.setattr(split_reader, "IDLE", idle)
+    batches = iter(RangeReader(options(kafka_bootstrap, subscribe=name, maxBytesPerBatch="10k"), OffsetRange(name, 0, 0, 100)))
+    assert next(batches).num_rows < 100
+    batches.close()
+    assert not idle._idle
+    assert sum(b.num_rows for b in RangeReader(options(kafka_bootstrap, subscribe=name, consumerCacheSize="0"),
+                                               OffsetRange(name, 0, 0, 100))) == 100
+    assert not idle._idle
+    assert sum(b.num_rows for b in RangeReader(options(kafka_bootstrap, subscribe=name), OffsetRange(name, 0, 0, 100))) == 100
+    assert len(idle._idle) == 1
 
 
 def test_a_task_hands_spark_batches_of_at_most_max_bytes_per_batch(kafka_bootstrap, topic):

@@ -167,6 +167,10 @@ class KafkaSourceOptions(RegistryOptions, Options):
     group_id_prefix: str = option(
         "groupIdPrefix", default="spark-kafka-source",
         doc="prefix of the generated group.id of the reading consumers (they never join or commit)")
+    consumer_cache_size: int = option(
+        "consumerCacheSize", parse_int, default=8, checks=[non_negative],
+        doc="ours: most idle consumers a Python worker process keeps for the next task that goes on "
+            "where one ended (least recently used closed first); 0: a new consumer per task")
     poll_timeout: timedelta = option(
         "kafkaConsumer.pollTimeoutMs", parse_duration, default=timedelta(minutes=2), checks=[positive],
         doc="a task fails when its partition delivers nothing for this long")

@@ -1,7 +1,8 @@
 """Executor side of the Kafka source: the offset ranges of one task -> Arrow record batches.
 
-One consumer per task, opened inside the task (never at planning time, never pickled), assigned
-to the first offset of every range of the task (librdkafka fetches the partitions in parallel),
+One consumer per task, opened inside the task (never at planning time, never pickled) or kept
+from an earlier task of this worker that ended where this one starts (``consumerCacheSize``),
+set to the first offset of every range of the task (librdkafka fetches the partitions in parallel),
 and read until each partition's position passes its range's end; a finished partition is paused,
 which also drops what was fetched past its end. Ending on the *position* rather than on seeing
 the last offset matters: under read_committed, transaction markers and aborted records occupy
@@ -15,6 +16,7 @@ import functools
 import itertools
 import time
 from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from connectors.core.idle import IdleClients
 from connectors.kafka import FORMAT
 from connectors.kafka.source.client import consumer_config
 from connectors.kafka.source.offsets import OffsetRange, data_loss_handler
@@ -73,6 +76,8 @@ _HELD_BYTES_MIN = 1 << 16
 _CONSUME_WAIT = 0.1  # seconds; how long a consume() waits for a first message when none is queued
 # librdkafka's timestamp types (0 none, 1 create, 2 log append) -> Kafka's ids as Spark shows them.
 _TIMESTAMP_TYPE = np.array([-1, 0, 1], dtype=np.int32)
+
+IDLE = IdleClients()  # this worker's consumers kept between tasks (consumerCacheSize)
 
 
 def schema_for(options: KafkaSourceOptions) -> StructType:
@@ -166,6 +171,15 @@ def _consume(consumer: Consumer, most: int) -> list[Message]:
     return messages
 
 
+def _resume(consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+    """Resume paused partitions at the given offsets. resume() alone leaves the next fetch to
+    librdkafka's fetcher timer when nothing else is being fetched: about a second; a seek
+    fetches at once."""
+    consumer.resume(partitions)
+    for partition in partitions:
+        consumer.seek(partition)
+
+
 def _binary(values: list[bytes | None]) -> pa.Array:
     # pyarrow converts a list of bytes much faster when it infers the type than when told
     # pa.binary(); only an all-null list infers to the null type.
@@ -192,18 +206,37 @@ class RangeReader:
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         if not self.ranges:
             return
-        consumer = Consumer(consumer_config(self.options))
+        config = consumer_config(self.options)
+        consumer = cast("Consumer | None", IDLE.take(self._cache_key(config, self.starts)))
+        if consumer is None:
+            consumer = Consumer(config)
+            consumer.assign([self._partition(slot, int(start)) for slot, start in enumerate(self.starts)])
+        else:
+            self._go_on(consumer)
         try:
             yield from self._read(consumer)
-        finally:
+        except BaseException:  # a failed or abandoned read leaves its consumer in an unknown state
             consumer.close()
+            raise
+        # every partition is paused now (done), so a kept consumer fetches nothing while idle
+        IDLE.keep(self._cache_key(config, self.ends), consumer, self.options.consumer_cache_size)
+
+    def _cache_key(self, config: dict[str, Any], offsets: np.ndarray) -> tuple:
+        """Kept consumers are found by settings (but the generated group.id), partitions and the
+        offsets they go on from: the next micro-batch's task usually starts where this one ended."""
+        settings = tuple(sorted((k, v) for k, v in config.items() if k != "group.id"))
+        return settings, tuple(sorted((r.topic, r.partition, int(o)) for r, o in zip(self.ranges, offsets)))
+
+    def _go_on(self, consumer: Consumer) -> None:
+        """A kept consumer, its partitions all paused where the last task ended, delivers from
+        this task's starts (a task that took messages past an end dropped them)."""
+        _resume(consumer, [self._partition(slot, int(start)) for slot, start in enumerate(self.starts)])
 
     def _read(self, consumer: Consumer) -> Iterator[pa.RecordBatch]:
         """Range by range, each in offset order: the exactly-once sinks skip what an earlier
         attempt of the task committed by counting its rows, so every attempt must hand them over
         in the same order. The later ranges fetch meanwhile; what they deliver is held here, and
         a range holding more than its share of ``maxBytesPerBatch`` is paused until its turn."""
-        consumer.assign([KafkaTopicPartition(r.topic, r.partition, r.start) for r in self.ranges])
         pending = _Pending(self.options.max_bytes_per_batch)
         # map() drops each batch's messages once converted, before Spark takes the batch
         convert = functools.partial(to_arrow, topic=self.topic, headers=self.options.include_headers)
@@ -215,7 +248,7 @@ class RangeReader:
         head: int | None = None  # the range of the last message delivered
         for current in range(len(self.ranges)):
             if waiting[current]:
-                consumer.resume([self._partition(current)])
+                _resume(consumer, consumer.position([self._partition(current)]))
                 waiting[current] = False
             yield from map(convert, pending.add(held[current]))
             held[current] = []
