@@ -207,13 +207,13 @@ class RangeReader:
         if not self.ranges:
             return
         config = consumer_config(self.options)
-        consumer = cast("Consumer | None", IDLE.take(self._cache_key(config, self.starts)))
-        if consumer is None:
-            consumer = Consumer(config)
-            consumer.assign([self._partition(slot, int(start)) for slot, start in enumerate(self.starts)])
-        else:
-            self._go_on(consumer)
+        kept = cast("Consumer | None", IDLE.take(self._cache_key(config, self.starts)))
+        consumer = kept or Consumer(config)
         try:
+            if kept is None:
+                consumer.assign([self._partition(slot, int(start)) for slot, start in enumerate(self.starts)])
+            else:
+                self._go_on(consumer)
             yield from self._read(consumer)
         except BaseException:  # a failed or abandoned read leaves its consumer in an unknown state
             consumer.close()
