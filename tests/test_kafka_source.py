@@ -267,6 +267,36 @@ def test_batch_read_schema_columns_and_headers(spark, kafka_bootstrap, topic):
     assert "headers" not in source(spark, kafka_bootstrap, subscribe=name).columns
 
 
+def test_a_given_schema_selects_those_columns_in_its_order(spark, kafka_bootstrap, topic, tmp_path):
+    name = topic(2)
+    produce(kafka_bootstrap, name, [b"a0", b"a1"], partition=0)
+    produce(kafka_bootstrap, name, [b"b0"], partition=1)
+    reader = spark.read.format(FORMAT).schema("OFFSET long, value binary, partition int")
+    df = reader.option("kafka.bootstrap.servers", kafka_bootstrap).option("subscribe", name).load()
+    assert df.schema.simpleString() == "struct<OFFSET:bigint,value:binary,partition:int>"
+    assert sorted(tuple(row) for row in df.collect()) == [(0, b"a0", 0), (0, b"b0", 1), (1, b"a1", 0)]
+    stream = (spark.readStream.format(FORMAT).schema("value binary").option("kafka.bootstrap.servers", kafka_bootstrap)
+              .option("subscribe", name).option("startingOffsets", "earliest").load())  # fmt: skip
+    memory_stream(stream, "given_schema", tmp_path, availableNow=True).awaitTermination(120)
+    assert sorted(row.value for row in spark.table("given_schema").collect()) == [b"a0", b"a1", b"b0"]
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ("value string", "option 'schema' = 'value string': column 'value' is binary in this source"),
+        ("nope int", "option 'schema' = 'nope': the source has no column 'nope'"),
+        ("value binary not null", "option 'schema' = 'value NOT NULL': column 'value' can be null"),
+        ("value binary, VALUE binary", "a column is named twice"),
+    ],
+)
+def test_a_given_schema_the_source_cannot_give_fails_at_query_start(spark, kafka_bootstrap, given, message):
+    reader = spark.read.format(FORMAT).schema(given).option("kafka.bootstrap.servers", kafka_bootstrap)
+    with pytest.raises(PySparkException) as info:
+        reader.option("subscribe", "a").load().collect()
+    assert message in str(info.value)
+
+
 def test_batch_offsets_json_assign_and_min_partitions(spark, kafka_bootstrap, topic):
     name = topic(2)
     produce(kafka_bootstrap, name, [f"p0-{i}" for i in range(100)], partition=0)

@@ -126,6 +126,14 @@ def test_bad_options_fail_at_query_start(spark, options, message):
     assert message.lower() in str(info.value).lower()  # Spark lower-cases option names
 
 
+def test_a_given_schema_must_be_its_one_column(spark):
+    rows = spark.read.format("connectors.numbers").schema("VALUE long").option("end", 2).load().collect()
+    assert [row.VALUE for row in rows] == [0, 1, 2]
+    with pytest.raises((AnalysisException, PySparkException)) as info:
+        spark.read.format("connectors.numbers").schema("n long").option("end", 2).load().collect()
+    assert "option 'schema' = 'n': the source has no column 'n'" in str(info.value)
+
+
 @pytest.mark.smoke
 @pytest.mark.crash
 def test_sigkill_mid_batch_no_gap_no_repeat(crash_harness, tmp_path):

@@ -24,12 +24,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import LongType, StructField, StructType
 
+from connectors.core.arrow import Projection
 from connectors.core.spark_compat import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from connectors.numbers import FORMAT
 from connectors.numbers.options import NumberSequenceOptions
 
 SCHEMA = StructType([StructField("value", LongType(), nullable=False)])
@@ -78,27 +80,27 @@ def schema(options) -> StructType:
 
 
 def reader(options, schema: StructType) -> DataSourceReader:
-    return NumberSequenceReader(NumberSequenceOptions.from_options(options))
+    return NumberSequenceReader(NumberSequenceOptions.from_options(options), Projection.of(FORMAT, SCHEMA, schema))
 
 
 def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
-    return NumberSequenceStreamReader(NumberSequenceOptions.from_options(options))
+    return NumberSequenceStreamReader(NumberSequenceOptions.from_options(options), Projection.of(FORMAT, SCHEMA, schema))
 
 
 class NumberSequenceReader(DataSourceReader):
-    def __init__(self, config: NumberSequenceOptions):
-        self.config = config
+    def __init__(self, config: NumberSequenceOptions, projection: Projection = Projection()):
+        self.config, self.projection = config, projection
 
     def partitions(self) -> Sequence[InputPartition]:
         return split(self.config.start, self.config.end, self.config.num_partitions or default_parallelism())
 
     def read(self, partition: NumberRange) -> Iterator[pa.RecordBatch]:
-        return read_range(partition)
+        return map(self.projection, read_range(partition))
 
 
 class NumberSequenceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, config: NumberSequenceOptions):
-        self.config = config
+    def __init__(self, config: NumberSequenceOptions, projection: Projection = Projection()):
+        self.config, self.projection = config, projection
 
     def _offset(self, next_number: int) -> dict:
         return {"next": next_number, "numPartitions": self.config.num_partitions or default_parallelism()}
@@ -130,4 +132,4 @@ class NumberSequenceStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return split(start["next"], end["next"] - 1, parts)
 
     def read(self, partition: NumberRange) -> Iterator[pa.RecordBatch]:
-        return read_range(partition)
+        return map(self.projection, read_range(partition))

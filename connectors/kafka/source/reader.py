@@ -25,12 +25,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from connectors.core.arrow import Projection
 from connectors.core.spark_compat import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from connectors.kafka import FORMAT
 from connectors.kafka.source.client import BrokerClient
 from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.offsets import (
@@ -52,18 +54,23 @@ from connectors.kafka.source.split_reader import RangeReader, schema_for
 
 def schema(options) -> StructType:
     config = KafkaSourceOptions.from_options(options)
-    decoder = RecordDecoder.of(config)
+    return _schema(config, RecordDecoder.of(config))
+
+
+def _schema(config: KafkaSourceOptions, decoder: RecordDecoder | None) -> StructType:
     return schema_for(config) if decoder is None else decoder.schema(schema_for(config))
 
 
 def reader(options, schema: StructType) -> DataSourceReader:
     config = KafkaSourceOptions.from_options(options).for_batch()
-    return KafkaBatchReader(config, RecordDecoder.of(config))
+    decoder = RecordDecoder.of(config)
+    return KafkaBatchReader(config, decoder, Projection.of(FORMAT, _schema(config, decoder), schema))
 
 
 def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
     config = KafkaSourceOptions.from_options(options).for_stream()
-    return KafkaStreamReader(config, RecordDecoder.of(config))
+    decoder = RecordDecoder.of(config)
+    return KafkaStreamReader(config, decoder, Projection.of(FORMAT, _schema(config, decoder), schema))
 
 
 class _PlansRanges:
@@ -71,6 +78,7 @@ class _PlansRanges:
 
     options: KafkaSourceOptions
     decoder: RecordDecoder | None  # avro-confluent key/value: raw batches -> decoded ones
+    projection: Projection  # the columns of a schema the user gave, or all
 
     def _tasks(self, broker: BrokerClient, start: Offsets, end: Offsets,
                layout: dict | None = None) -> list[TaskRanges]:
@@ -91,14 +99,16 @@ class _PlansRanges:
         if not isinstance(partition, TaskRanges):  # Spark's stand-in when nothing was planned
             return iter(())
         batches = iter(RangeReader(self.options, *partition.ranges))
-        return batches if self.decoder is None else map(self.decoder, batches)
+        batches = batches if self.decoder is None else map(self.decoder, batches)
+        return batches if self.projection.names is None else map(self.projection, batches)
 
 
 class KafkaBatchReader(_PlansRanges, DataSourceReader):
     """``spark.read``: from ``startingOffsets`` (default earliest) to ``endingOffsets`` (default latest)."""
 
-    def __init__(self, options: KafkaSourceOptions, decoder: RecordDecoder | None = None):
-        self.options, self.decoder = options, decoder
+    def __init__(self, options: KafkaSourceOptions, decoder: RecordDecoder | None = None,
+                 projection: Projection = Projection()):
+        self.options, self.decoder, self.projection = options, decoder, projection
 
     def partitions(self) -> Sequence[InputPartition]:
         broker = BrokerClient(self.options)
@@ -117,8 +127,9 @@ class KafkaBatchReader(_PlansRanges, DataSourceReader):
 class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream``: micro-batches of offset ranges, admission control, AvailableNow."""
 
-    def __init__(self, options: KafkaSourceOptions, decoder: RecordDecoder | None = None):
-        self.options, self.decoder = options, decoder
+    def __init__(self, options: KafkaSourceOptions, decoder: RecordDecoder | None = None,
+                 projection: Projection = Projection()):
+        self.options, self.decoder, self.projection = options, decoder, projection
         self._broker: BrokerClient | None = None
         self._latest: tuple[float, Offsets] | None = None  # (monotonic time fetched, offsets)
         self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
@@ -127,10 +138,10 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
 
     def __getstate__(self) -> dict:
         # read() runs on an unpickled copy in an executor: no client, no driver-side caches.
-        return {"options": self.options, "decoder": self.decoder}
+        return {"options": self.options, "decoder": self.decoder, "projection": self.projection}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["options"], state["decoder"])
+        self.__init__(state["options"], state["decoder"], state["projection"])
 
     @property
     def broker(self) -> BrokerClient:
