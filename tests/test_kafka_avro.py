@@ -167,6 +167,28 @@ def test_source_permissive_keeps_raw_bytes_of_bad_records(spark, kafka_bootstrap
     assert rows[5].value.id == 1
 
 
+def test_a_given_schema_selects_the_decoded_value_and_bad_records_are_still_named(
+        spark, kafka_bootstrap, schema_registry_url, registry, topic):
+    records = _bad_records(registry, topic)
+    produce_raw(kafka_bootstrap, topic, records)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "bad"}
+    value = read(spark, kafka_bootstrap, topic, schema_registry_url, **options).schema["value"].dataType.simpleString()
+
+    def given(schema: str, **extra):
+        reader = spark.read.format(FORMAT).schema(schema).option("kafka.bootstrap.servers", kafka_bootstrap)
+        reader = reader.option("subscribe", topic).option("valueFormat", "avro-confluent")
+        return reader.option("schema.registry.url", schema_registry_url).options(**extra).load()
+
+    df = given(f"bad binary, value {value}", **options)
+    assert df.columns == ["bad", "value"]
+    rows = df.collect()  # one partition: in offset order
+    assert [r.value is None for r in rows] == [False, True, True, True, True, False]
+    assert [None if r.bad is None else bytes(r.bad) for r in rows] == [None, *records[1:5], None]
+    with pytest.raises(Exception) as error:  # FAILFAST names the record, though no such column was asked for
+        given(f"value {value}").collect()
+    assert f"topic {topic} partition 0 offset 1" in str(error.value)
+
+
 def test_source_options_are_checked_at_query_start(kafka_bootstrap, schema_registry_url, topic):
     base = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic}
     with pytest.raises(OptionError, match="'schema.registry.url': required with valueFormat avro-confluent"):

@@ -684,6 +684,20 @@ def test_a_task_takes_no_record_past_a_range_end_into_python(kafka_bootstrap, to
     assert len(delivered) == 200
 
 
+def test_a_task_builds_only_the_columns_asked_for(kafka_bootstrap, topic):
+    name = topic(2)
+    produce(kafka_bootstrap, name, [b"a0", b"a1"], partition=0, key=b"k")
+    produce(kafka_bootstrap, name, [b"b0"], partition=1)
+    ranges = [OffsetRange(name, 0, 0, 2), OffsetRange(name, 1, 0, 1)]
+    config = options(kafka_bootstrap, subscribe=name, includeHeaders="true")
+    batches = list(RangeReader(config, *ranges, columns=frozenset({"offset", "value", "nope"})))
+    assert {tuple(batch.schema.names) for batch in batches} == {("value", "offset")}
+    assert sorted((row["value"], row["offset"]) for batch in batches for row in batch.to_pylist()) == [
+        (b"a0", 0), (b"a1", 1), (b"b0", 0)]
+    everything = list(RangeReader(config, *ranges))
+    assert everything[0].schema.names == [*split_reader.SCHEMA.names, "headers"]
+
+
 def test_a_task_never_waits_out_consume_while_records_are_queued(kafka_bootstrap, topic, monkeypatch):
     """consume(n, timeout) waits its whole timeout unless n messages come. At the end of a topic
     fewer than asked are left, so a waiting call must ask for one message only (the next fetch's

@@ -112,6 +112,11 @@ class RecordDecoder:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_decoders": {}}
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """The raw columns a batch must have: those decoded, and where a bad record is (FAILFAST)."""
+        return frozenset({"topic", "partition", "offset", *(c.name for c in self.columns)})
+
     def schema(self, base: StructType) -> StructType:
         """The source's schema with the decoded columns (and the corrupt-record columns)."""
         types = {c.name: c.spark_type for c in self.columns}

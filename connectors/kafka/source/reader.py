@@ -98,9 +98,15 @@ class _PlansRanges:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TaskRanges):  # Spark's stand-in when nothing was planned
             return iter(())
-        batches = iter(RangeReader(self.options, *partition.ranges))
+        batches = iter(RangeReader(self.options, *partition.ranges, columns=self._raw_columns()))
         batches = batches if self.decoder is None else map(self.decoder, batches)
         return batches if self.projection.names is None else map(self.projection, batches)
+
+    def _raw_columns(self) -> frozenset[str] | None:
+        """The Kafka columns a task builds: all, or those a given schema selects and the decoder reads."""
+        if self.projection.names is None:
+            return None
+        return frozenset(self.projection.names) | (self.decoder.reads if self.decoder is not None else frozenset())
 
 
 class KafkaBatchReader(_PlansRanges, DataSourceReader):

@@ -84,31 +84,35 @@ def schema_for(options: KafkaSourceOptions) -> StructType:
     return SCHEMA_WITH_HEADERS if options.include_headers else SCHEMA
 
 
-def to_arrow(messages: list[Message], topic: str | None, headers: bool) -> pa.RecordBatch:
-    """Data messages as a RecordBatch of the source's schema; ``topic``: the one topic of them
-    all, or None when they come from several.
+def to_arrow(messages: list[Message], topic: str | None, headers: bool,
+             columns: frozenset[str] | None = None) -> pa.RecordBatch:
+    """Data messages as a RecordBatch of the source's schema, or of its ``columns`` only (a
+    schema the user gave selects some: the others are never built); ``topic``: the one topic of
+    them all, or None when they come from several.
 
     Columns are pulled with ``map`` over the unbound Message methods: the loops stay in C, which
     makes this several times faster than a Python loop per record.
     """
+    schema = _ARROW_SCHEMA_WITH_HEADERS if headers else _ARROW_SCHEMA
+    if columns is not None:
+        schema = pa.schema([field for field in schema if field.name in columns])
     count = len(messages)
-    stamps = list(map(Message.timestamp, messages))
-    columns = [
-        _binary(list(map(Message.key, messages))),
-        _binary(list(map(Message.value, messages))),
-        pa.array(list(map(Message.topic, messages)), pa.string()) if topic is None
+    stamps = list(map(Message.timestamp, messages)) if {"timestamp", "timestampType"} & set(schema.names) else []
+    build = {
+        "key": lambda: _binary(list(map(Message.key, messages))),
+        "value": lambda: _binary(list(map(Message.value, messages))),
+        "topic": lambda: pa.array(list(map(Message.topic, messages)), pa.string()) if topic is None
         else pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, np.int8)), [topic]).cast(pa.string()),
-        pa.array(np.fromiter(map(Message.partition, messages), np.int32, count)),
-        pa.array(np.fromiter(map(Message.offset, messages), np.int64, count)),
-        pa.array(np.fromiter((ms for _, ms in stamps), np.int64, count) * 1000, pa.timestamp("us", tz="UTC")),
-        pa.array(_TIMESTAMP_TYPE[np.fromiter((kind for kind, _ in stamps), np.int32, count)]),
-    ]
-    if not headers:
-        return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA)
-    # Spark gives null, not an empty list, for a record without headers.
-    rows = [[{"key": k, "value": v} for k, v in h] if (h := m.headers()) else None for m in messages]
-    columns.append(pa.array(rows, _ARROW_HEADERS))
-    return pa.RecordBatch.from_arrays(columns, schema=_ARROW_SCHEMA_WITH_HEADERS)
+        "partition": lambda: pa.array(np.fromiter(map(Message.partition, messages), np.int32, count)),
+        "offset": lambda: pa.array(np.fromiter(map(Message.offset, messages), np.int64, count)),
+        "timestamp": lambda: pa.array(np.fromiter((ms for _, ms in stamps), np.int64, count) * 1000,
+                                      pa.timestamp("us", tz="UTC")),
+        "timestampType": lambda: pa.array(_TIMESTAMP_TYPE[np.fromiter((kind for kind, _ in stamps), np.int32, count)]),
+        # Spark gives null, not an empty list, for a record without headers.
+        "headers": lambda: pa.array([[{"key": k, "value": v} for k, v in h] if (h := m.headers()) else None
+                                     for m in messages], _ARROW_HEADERS),
+    }  # fmt: skip
+    return pa.RecordBatch.from_arrays([build[name]() for name in schema.names], schema=schema)
 
 
 def _sizes(messages: list[Message]) -> np.ndarray:
@@ -189,10 +193,10 @@ def _binary(values: list[bytes | None]) -> pa.Array:
 
 class RangeReader:
     """Reads offset ranges, at most one per Kafka partition (a task's), with one consumer;
-    iterate to get RecordBatches."""
+    iterate to get RecordBatches (of ``columns`` only, when given)."""
 
-    def __init__(self, options: KafkaSourceOptions, *ranges: OffsetRange):
-        self.options, self.ranges = options, [r for r in ranges if r.size > 0]
+    def __init__(self, options: KafkaSourceOptions, *ranges: OffsetRange, columns: frozenset[str] | None = None):
+        self.options, self.ranges, self.columns = options, [r for r in ranges if r.size > 0], columns
         self.on_loss = data_loss_handler(options.fail_on_data_loss)
         topics = {r.topic for r in self.ranges}
         self.topic = topics.pop() if len(topics) == 1 else None
@@ -243,7 +247,8 @@ class RangeReader:
         a range holding more than its share of ``maxBytesPerBatch`` is paused until its turn."""
         pending = _Pending(self.options.max_bytes_per_batch)
         # map() drops each batch's messages once converted, before Spark takes the batch
-        convert = functools.partial(to_arrow, topic=self.topic, headers=self.options.include_headers)
+        convert = functools.partial(to_arrow, topic=self.topic, headers=self.options.include_headers,
+                                    columns=self.columns)
         share = max(self.options.max_bytes_per_batch // len(self.ranges), _HELD_BYTES_MIN)
         held: list[list[Message]] = [[] for _ in self.ranges]
         held_bytes = np.zeros(len(self.ranges), np.int64)
