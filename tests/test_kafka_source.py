@@ -14,7 +14,9 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
+from connectors.core.arrow import Projection
 from connectors.core.idle import IdleClients
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import ADMISSION_CONTROL
@@ -295,6 +297,19 @@ def test_a_given_schema_the_source_cannot_give_fails_at_query_start(spark, kafka
     with pytest.raises(PySparkException) as info:
         reader.option("subscribe", "a").load().collect()
     assert message in str(info.value)
+
+
+def test_a_given_schema_may_not_forbid_nulls_the_source_can_give():
+    """Spark casts each batch to the given schema: a NOT NULL inside a nullable type would fail a
+    task at the first null, so it fails at query start instead."""
+
+    def headers(key_nullable: bool) -> StructType:
+        entry = StructType([StructField("key", StringType(), key_nullable), StructField("value", BinaryType())])
+        return StructType([StructField("headers", ArrayType(entry))])
+
+    with pytest.raises(OptionError, match="field 'key' of an element of column 'headers' can be null"):
+        Projection.of(FORMAT, split_reader.SCHEMA_WITH_HEADERS, headers(key_nullable=False))
+    assert Projection.of(FORMAT, split_reader.SCHEMA_WITH_HEADERS, headers(key_nullable=True)).names == ("headers",)
 
 
 def test_batch_offsets_json_assign_and_min_partitions(spark, kafka_bootstrap, topic):

@@ -11,7 +11,7 @@ import dataclasses
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import ARROW_TIMESTAMPS_IN_UTC
@@ -56,6 +56,9 @@ class Projection:
             if found.nullable and not field.nullable:
                 raise OptionError(source, "schema", f"{field.name} NOT NULL",
                                   f"column {found.name!r} can be null in this source")
+            if (nested := _tightened(field.dataType, found.dataType)) is not None:
+                raise OptionError(source, "schema", f"{field.name}: {nested} NOT NULL",
+                                  f"{nested} of column {found.name!r} can be null in this source")
             names.append(found.name)
         if len(set(names)) < len(names):
             raise OptionError(source, "schema", given.simpleString(), "a column is named twice")
@@ -65,3 +68,26 @@ class Projection:
         if self.names is None:
             return batch
         return pa.RecordBatch.from_arrays(batch.select(list(self.names)).columns, schema=self.schema)
+
+
+def _tightened(given: DataType, offered: DataType, path: str = "") -> str | None:
+    """Where ``given`` (of the same shape) says NOT NULL inside a type whose ``offered`` value
+    can be null: the cast to the user's schema would fail in a task at the first null."""
+    if isinstance(given, StructType) and isinstance(offered, StructType):
+        for mine, theirs in zip(given.fields, offered.fields):
+            where = f"field {mine.name!r} of {path}" if path else f"field {mine.name!r}"
+            if theirs.nullable and not mine.nullable:
+                return where
+            if (inner := _tightened(mine.dataType, theirs.dataType, where)) is not None:
+                return inner
+    elif isinstance(given, ArrayType) and isinstance(offered, ArrayType):
+        where = f"an element of {path}" if path else "an element"
+        if offered.containsNull and not given.containsNull:
+            return where
+        return _tightened(given.elementType, offered.elementType, where)
+    elif isinstance(given, MapType) and isinstance(offered, MapType):
+        where = f"a map value of {path}" if path else "a map value"
+        if offered.valueContainsNull and not given.valueContainsNull:
+            return where
+        return _tightened(given.valueType, offered.valueType, where)
+    return None
