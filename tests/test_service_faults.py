@@ -209,6 +209,65 @@ def test_postgres_restarted(spark, database, unique, tmp_path):
     connection.close()
 
 
+def test_postgres_down_when_a_task_fails_shows_the_tasks_error(spark, database, unique, tmp_path):
+    """The server stops while a task waits on a row lock and stays down until the query has
+    failed. Spark then makes a new writer to abort the batch, which cannot reach the server
+    either: the query must still fail with the task's own error, not "Writing job failed"."""
+    import psycopg2
+
+    server, dsn = database
+    blocker = psycopg2.connect(dsn)
+    with blocker.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, name text)")
+        blocker.commit()
+        cursor.execute(f"INSERT INTO {unique} VALUES (5, 'uncommitted')")  # the task's row 5 waits on it
+
+    def start():
+        return (
+            spark.readStream.format("connectors.numbers").option("end", 399).option("rowsPerBatch", 200)
+            .option("numPartitions", 2).load()
+            .selectExpr("value AS id", "concat('n', value) AS name")
+            .writeStream.format("connectors.jdbc").option("url", dsn).option("dbtable", unique)
+            .option("maxRetries", 1).option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+
+    query = start()
+    try:
+        watcher = psycopg2.connect(dsn)
+        watcher.autocommit = True  # pg_stat_activity is a snapshot per transaction
+        with watcher.cursor() as cursor:
+            deadline = time.monotonic() + 120
+            waiting = 0
+            while not waiting:
+                assert query.isActive and time.monotonic() < deadline, "no task came to wait on row 5"
+                time.sleep(0.2)
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+                waiting = cursor.fetchone()[0]
+        watcher.close()
+        server.shutdown()  # ends the blocker's transaction too: row 5 is free once the server is back
+        with pytest.raises(StreamingQueryException) as info:
+            query.awaitTermination(120)
+    finally:
+        blocker.close()
+        if query.isActive:
+            query.stop()
+        try:
+            server.restart()
+        except RuntimeError:  # still running: the query never got to the shutdown
+            pass
+    error = re.search(r"^(?:[\w.]+\.)?(\w+Error): (.*)$", str(info.value), re.MULTILINE)
+    assert error and error[1] == "JdbcWriteError" and error[2].startswith("connectors.jdbc: "), str(info.value)
+
+    query = start()
+    query.awaitTermination(120)
+    assert query.exception() is None
+    with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {unique}")
+        assert cursor.fetchone() == (400, 400, 0, 399)
+    connection.close()
+
+
 # --- S3 --------------------------------------------------------------------------------------
 
 
