@@ -209,6 +209,7 @@ def test_postgres_restarted(spark, database, unique, tmp_path):
     connection.close()
 
 
+@pytest.mark.smoke  # on every Spark line: the commit runner is found by its module's name
 def test_postgres_down_when_a_task_fails_shows_the_tasks_error(spark, database, unique, tmp_path):
     """The server stops while a task waits on a row lock and stays down until the query has
     failed. Spark then makes a new writer to abort the batch, which cannot reach the server
@@ -222,9 +223,9 @@ def test_postgres_down_when_a_task_fails_shows_the_tasks_error(spark, database, 
         blocker.commit()
         cursor.execute(f"INSERT INTO {unique} VALUES (5, 'uncommitted')")  # the task's row 5 waits on it
 
-    def start():
+    def start():  # one micro-batch: Spark 4.1's AvailableNow runs just one per start
         return (
-            spark.readStream.format("connectors.numbers").option("end", 399).option("rowsPerBatch", 200)
+            spark.readStream.format("connectors.numbers").option("end", 399).option("rowsPerBatch", 400)
             .option("numPartitions", 2).load()
             .selectExpr("value AS id", "concat('n', value) AS name")
             .writeStream.format("connectors.jdbc").option("url", dsn).option("dbtable", unique)
