@@ -261,8 +261,7 @@ def test_postgres_down_when_a_task_fails_shows_the_tasks_error(spark, database, 
     assert error and error[1] == "JdbcWriteError" and error[2].startswith("connectors.jdbc: "), str(info.value)
 
     query = start()
-    query.awaitTermination(120)
-    assert query.exception() is None
+    assert query.awaitTermination(120), "the restarted query did not finish within 120 s"
     with psycopg2.connect(dsn) as connection, connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*), count(DISTINCT id), min(id), max(id) FROM {unique}")
         assert cursor.fetchone() == (400, 400, 0, 399)
