@@ -193,6 +193,23 @@ def _ns(timestamp: str) -> int:
     return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1e9)
 
 
+def chosen(parser: argparse.ArgumentParser, configs: str, known: dict) -> list[str]:
+    """The configurations of a comma list, or the parser's error naming those it does not know."""
+    names = configs.split(",")
+    if unknown := set(names) - set(known):
+        parser.error(f"unknown configuration(s): {', '.join(sorted(unknown))}")
+    return names
+
+
+def kafka_and_spark(app_name: str) -> tuple[str, AdminClient, object]:
+    """The local broker, an admin client on it, and a session with Spark's Kafka connector that
+    keeps the progress of every micro-batch (Spark keeps the last 100 by default)."""
+    bootstrap = kafka_bootstrap_servers(persistent=True)
+    spark = local_spark([SPARK_KAFKA], app_name=app_name)
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
+    return bootstrap, AdminClient({"bootstrap.servers": bootstrap}), spark
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rates", default=os.environ.get("BENCH_LATENCY_RATES", "2000,20000"),
@@ -208,13 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--coalesce", type=int, help="Spark partitions the query writes with (default: one per "
                         f"input partition, {PARTITIONS})")
     args = parser.parse_args(argv)
-    names = args.configs.split(",")
-    if unknown := set(names) - set(CONFIGS):
-        parser.error(f"unknown configuration(s): {', '.join(sorted(unknown))}")
-    bootstrap = kafka_bootstrap_servers(persistent=True)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    spark = local_spark([SPARK_KAFKA], app_name="bench-latency")
-    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")  # every batch of the window
+    names = chosen(parser, args.configs, CONFIGS)
+    bootstrap, admin, spark = kafka_and_spark("bench-latency")
     rates = [int(r) for r in args.rates.split(",")]
     # Whichever configuration ran first after the JVM started paid for compiling Spark's
     # streaming engine: one unmeasured run of each first.
