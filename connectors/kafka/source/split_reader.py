@@ -66,10 +66,16 @@ _ARROW_SCHEMA_WITH_HEADERS = pa.schema([*_ARROW_FIELDS, pa.field("headers", _ARR
 
 _ROWS_PER_BATCH = 50_000  # or maxBytesPerBatch
 _MESSAGES_PER_CONSUME = 50_000
-# A consume() asks for what the partition at the head of librdkafka's queue still needs, so that
-# records fetched past a range's end rarely reach Python (see RangeReader._wanted), but for a
-# range already partly delivered never for fewer than this: its last offsets may be markers or
-# gaps (never delivered), which must not slow the others to one record per call.
+# How many messages a consume() asks for (RangeReader._wanted): all that the task's open ranges
+# need while the records delivered past their range's end average at most this many per closed
+# range;
+_PAST_END_PER_RANGE = 64
+# until a range has closed (none past an end seen yet), what this many open ranges need, so that
+# a deep backlog behind every range costs one small call to find out;
+_FIRST_RANGES = 16
+# past that average, the rest of the range at the head of librdkafka's queue, but for a range
+# already partly delivered never fewer than this: its last offsets may be markers or gaps (never
+# delivered), which must not slow the others to one record per call.
 _FEWEST_PER_CONSUME = 64
 # Held messages of a range waiting for its turn: at least this many bytes before it is paused.
 _HELD_BYTES_MIN = 1 << 16
@@ -206,6 +212,8 @@ class RangeReader:
         self.ends = np.array([r.end for r in self.ranges], np.int64)
         self.starts = np.array([r.start for r in self.ranges], np.int64)
         self.positions = self.starts.copy()  # the next offset of each range
+        self._past_end = 0  # records delivered at or past their range's end, dropped
+        self._by_head = False  # see _wanted
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         if not self.ranges:
@@ -300,9 +308,23 @@ class RangeReader:
 
     def _wanted(self, head: int | None, reading: np.ndarray) -> int:
         """How many messages the next consume() asks for. librdkafka queues each partition's
-        fetched records together, so the queue's head is most likely the rest of the range that
-        delivered last, or else a range not yet started: asking for just that range's rest keeps
-        what was fetched past its end out of Python (it is dropped when the range is paused)."""
+        fetch whole, records past the range's end included; they are dropped inside librdkafka
+        when the range's partition is paused, a round trip to librdkafka's thread.
+
+        While few records come past the ends, one call asks for what all open ranges need, and
+        one pause() closes every range it finished: many small ranges cost a few calls, not two
+        per range. Once more than ``_PAST_END_PER_RANGE`` per closed range came (a deep backlog
+        read in small triggers), making them into Python messages costs more than those calls:
+        the queue's head is most likely the rest of the range that delivered last, or else a
+        range not yet started, and asking for just that range's rest keeps the records past its
+        end out of Python (docs/kafka-source.md, Many partitions)."""
+        if not self._by_head:
+            closed = len(self.ranges) - np.count_nonzero(reading)
+            # for good: asked by head, hardly a record past an end comes to lower the average
+            self._by_head = self._past_end > _PAST_END_PER_RANGE * closed
+            if not self._by_head:
+                needed = (self.ends - self.positions)[reading]
+                return int(needed.sum() if closed else needed[:_FIRST_RANGES].sum())
         if head is not None and reading[head]:
             return max(int(self.ends[head] - self.positions[head]), _FEWEST_PER_CONSUME)
         fresh = reading & (self.positions == self.starts)
@@ -321,6 +343,7 @@ class RangeReader:
         ends = self.ends[slots]
         np.maximum.at(self.positions, slots, np.minimum(offsets + 1, ends))
         keep = offsets < ends
+        self._past_end += len(data) - int(np.count_nonzero(keep))
         mine = keep & (slots == current)
         if mine.all():
             return data
