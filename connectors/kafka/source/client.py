@@ -65,10 +65,13 @@ def consumer_config(options: KafkaSourceOptions, group_id: str | None = None) ->
     read 3-4x slower (docs/kafka-source.md, Speed). A fetch that finds no records waits 10 ms
     instead of 500: librdkafka sends a broker one fetch at a time, so a consumer a task kept for
     the next one, or a partition resumed in a task, waited out a fetch left waiting at the log's
-    end before its own went out (docs/kafka-source.md, Consumer reuse).
+    end before its own went out (docs/kafka-source.md, Consumer reuse). A partition whose next
+    fetch finds the consumer's queue full (``queued.min.messages``, counted over all its
+    partitions) tries again 10 ms later instead of librdkafka's 1 s: a task empties that queue
+    far sooner and waited out the rest of the second (docs/kafka-source.md, Speed).
     """
     config: dict[str, Any] = {"isolation.level": "read_uncommitted", "max.partition.fetch.bytes": 10 << 20,
-                              "fetch.wait.max.ms": 10, **options.client}
+                              "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10, **options.client}
     config.update({
         "group.id": group_id or f"{options.group_id_prefix}-{uuid.uuid4()}",
         "enable.auto.commit": False,
