@@ -27,16 +27,14 @@ import argparse
 import json
 import multiprocessing
 import os
-import uuid
 
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from benchmarks.bench_kafka_source import ceiling
-from benchmarks.common import CountingSink, fastest, local_spark, report
+from benchmarks.common import CountingSink, fastest, local_spark, new_topic, report
 from connectors.core import avro
 from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.options import KafkaSourceOptions
@@ -67,12 +65,6 @@ COLUMNS = [
 CHUNK = 50_000
 CEILING = "confluent-kafka -> Arrow -> decoder, a process per core"
 SINK_CEILING = "Python sink doing nothing"
-
-
-def new_topic(admin: AdminClient, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(60)
-    return name
 
 
 def rows(start: int, count: int) -> pa.StructArray:
@@ -116,12 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
     bootstrap, url = kafka_bootstrap_servers(persistent=True), schema_registry_url(persistent=True)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     registry = SchemaRegistryClient({"url": url})
     schema_json = json.dumps(SCHEMA)
 
     def topic_with(records: int) -> str:
-        topic = new_topic(admin, "bench-avro")
+        topic = new_topic(bootstrap, "bench-avro", PARTITIONS)
         schema_id = registry.register_schema(f"{topic}-value", Schema(schema_json, "AVRO"))
         produce(bootstrap, topic, records, schema_id)
         return topic
@@ -172,11 +163,11 @@ def main(argv: list[str] | None = None) -> None:
         source_rows(records).write.format(CountingSink.name()).mode("append").save()
 
     read_ours(small), read_spark(small)
-    warm = new_topic(admin, "bench-avro-sink")
+    warm = new_topic(bootstrap, "bench-avro-sink", PARTITIONS)
     write_ours(1000, warm), write_spark(1000, warm), write_nowhere(1000)
 
     def before(name: str) -> None:
-        sink_topics[name] = new_topic(admin, "bench-avro-sink") if "write" in name else ""
+        sink_topics[name] = new_topic(bootstrap, "bench-avro-sink", PARTITIONS) if "write" in name else ""
 
     def after(name: str) -> None:
         if "write" in name:

@@ -20,12 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import uuid
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.common import Result, local_spark, measure, report
+from benchmarks.common import Result, local_spark, measure, new_topic, report
 from connectors.testing.services import kafka_bootstrap_servers
 
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
@@ -40,10 +38,8 @@ SINKS = {  # label -> (format, extra options)
 }
 
 
-def create_topic(admin: AdminClient) -> str:
-    name = f"bench-sink-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(60)
-    return name
+def create_topic(bootstrap: str) -> str:
+    return new_topic(bootstrap, "bench-sink", PARTITIONS)
 
 
 def offsets_used(bootstrap: str, topic: str) -> int:
@@ -88,18 +84,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default="batch,stream", help="comma list of batch, stream")
     args = parser.parse_args(argv)
     bootstrap = kafka_bootstrap_servers(persistent=True)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     spark = local_spark([SPARK_KAFKA], app_name="bench-kafka-sink")
     results: list[Result] = []
     modes_run = args.modes.split(",")
     for mode in modes_run:
         write = {"batch": write_batch, "stream": write_stream}[mode]
         for label in SINKS:
-            write(spark, 1000, *sink_options(bootstrap, create_topic(admin), label))  # warm-up
+            write(spark, 1000, *sink_options(bootstrap, create_topic(bootstrap), label))  # warm-up
         runs: dict[str, list[Result]] = {label: [] for label in SINKS}
         for _ in range(args.repeat):  # round robin, so load from other processes hits every sink alike
             for label in SINKS:
-                topic = create_topic(admin)
+                topic = create_topic(bootstrap)
                 fmt, options = sink_options(bootstrap, topic, label)
                 runs[label].append(measure(f"{label} {mode}", args.rows, lambda: write(spark, args.rows, fmt, options)))
                 written = offsets_used(bootstrap, topic)

@@ -26,9 +26,8 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.common import Result, local_spark, measure, report
+from benchmarks.common import Result, local_spark, measure, new_topic, report
 from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.split_reader import to_arrow
 from connectors.testing.services import kafka_bootstrap_servers
@@ -42,9 +41,7 @@ CONSUME_BATCH = 50_000  # messages per consume(), as our read tasks ask
 
 def create_topic(bootstrap: str, records: int, partitions: int = PARTITIONS) -> str:
     """A new topic of ``records`` records of VALUE_BYTES, spread evenly (round robin) over its partitions."""
-    name = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(60)
+    name = new_topic(bootstrap, "bench", partitions)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
                          "compression.type": "none", "queue.buffering.max.messages": 1_000_000})
     value = b"x" * VALUE_BYTES

@@ -46,7 +46,6 @@ from datetime import datetime
 
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from benchmarks.bench_kafka_sink import (
     AT_LEAST_ONCE,
@@ -138,12 +137,12 @@ def start_query(spark, bootstrap: str, name: str, source: str, sink: str, trigge
     return writer.start()
 
 
-def run(spark, bootstrap: str, admin: AdminClient, name: str, rate: int, trigger: str, warmup: float,
+def run(spark, bootstrap: str, name: str, rate: int, trigger: str, warmup: float,
         duration: float, coalesce: int | None = None) -> dict:  # fmt: skip
     """One configuration at one rate and trigger: its latencies and its micro-batches' phases."""
-    source = create_topic(admin)
+    source = create_topic(bootstrap)
     label, source_format, sink_label = CONFIGS[name]
-    sink = source if source_format is None else create_topic(admin)
+    sink = source if source_format is None else create_topic(bootstrap)
     checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
     query = None
     if source_format is not None:
@@ -201,13 +200,13 @@ def chosen(parser: argparse.ArgumentParser, configs: str, known: dict) -> list[s
     return names
 
 
-def kafka_and_spark(app_name: str) -> tuple[str, AdminClient, object]:
-    """The local broker, an admin client on it, and a session with Spark's Kafka connector that
-    keeps the progress of every micro-batch (Spark keeps the last 100 by default)."""
+def kafka_and_spark(app_name: str) -> tuple[str, object]:
+    """The local broker and a session with Spark's Kafka connector that keeps the progress of
+    every micro-batch (Spark keeps the last 100 by default)."""
     bootstrap = kafka_bootstrap_servers(persistent=True)
     spark = local_spark([SPARK_KAFKA], app_name=app_name)
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
-    return bootstrap, AdminClient({"bootstrap.servers": bootstrap}), spark
+    return bootstrap, spark
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -226,17 +225,17 @@ def main(argv: list[str] | None = None) -> None:
                         f"input partition, {PARTITIONS})")
     args = parser.parse_args(argv)
     names = chosen(parser, args.configs, CONFIGS)
-    bootstrap, admin, spark = kafka_and_spark("bench-latency")
+    bootstrap, spark = kafka_and_spark("bench-latency")
     rates = [int(r) for r in args.rates.split(",")]
     # Whichever configuration ran first after the JVM started paid for compiling Spark's
     # streaming engine: one unmeasured run of each first.
     print("warm-up: one short run of each configuration, not measured", flush=True)
     for name in names:
-        run(spark, bootstrap, admin, name, rates[0], "default", args.warmup, 1, args.coalesce)
+        run(spark, bootstrap, name, rates[0], "default", args.warmup, 1, args.coalesce)
     results, ratios = [], {}
     for rate in rates:
         for trigger in args.triggers.split(","):
-            runs = {name: run(spark, bootstrap, admin, name, rate, trigger, args.warmup, args.duration, args.coalesce)
+            runs = {name: run(spark, bootstrap, name, rate, trigger, args.warmup, args.duration, args.coalesce)
                     for name in names}  # fmt: skip
             results += runs.values()
             if "spark" in runs:

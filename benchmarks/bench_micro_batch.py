@@ -35,7 +35,6 @@ import tempfile
 import time
 from datetime import datetime
 
-from confluent_kafka.admin import AdminClient
 
 from benchmarks.bench_kafka_sink import AT_LEAST_ONCE, SPARK, SPARK_KAFKA, create_topic, sink_options
 from benchmarks.bench_latency import chosen, kafka_and_spark, produce
@@ -74,9 +73,9 @@ def start(spark, bootstrap: str, name: str, source: str, sink: str, rate: int, c
     return writer.option("checkpointLocation", checkpoint).start()
 
 
-def run(spark, bootstrap: str, admin: AdminClient, name: str, rate: int, duration: float) -> dict:
+def run(spark, bootstrap: str, name: str, rate: int, duration: float) -> dict:
     """One configuration for ``duration`` seconds of input: the medians of its micro-batches."""
-    source, sink = create_topic(admin), create_topic(admin)
+    source, sink = create_topic(bootstrap), create_topic(bootstrap)
     checkpoint = tempfile.mkdtemp(prefix="bench-micro-batch-")
     query = start(spark, bootstrap, name, source, sink, rate, checkpoint)
     now, mp = time.time_ns(), multiprocessing.get_context("spawn")
@@ -110,13 +109,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma list of {', '.join(CONFIGS)}")
     args = parser.parse_args(argv)
     names = chosen(parser, args.configs, CONFIGS)
-    bootstrap, admin, spark = kafka_and_spark("bench-micro-batch")
+    bootstrap, spark = kafka_and_spark("bench-micro-batch")
     spark.dataSource.register(PrebuiltBatchSource)
     spark.dataSource.register(CountingSink)
     runs: dict[str, list[dict]] = {name: [] for name in names}
     for _ in range(args.repeat):
         for name in names:
-            runs[name].append(run(spark, bootstrap, admin, name, args.rate, args.duration))
+            runs[name].append(run(spark, bootstrap, name, args.rate, args.duration))
     spark.stop()
     best = {name: min(results, key=lambda r: r["micro_batch_ms"]) for name, results in runs.items()}
     ratios, to_floor = {}, {}

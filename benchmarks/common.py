@@ -14,16 +14,21 @@ how close ours is to the limit of any Python connector, not only how it compares
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import json
 import os
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -127,6 +132,31 @@ def local_spark(packages: Iterable[str] = (), app_name: str = "connectors-bench"
 
     conf = {"spark.jars.packages": ",".join(packages)} if packages else {}
     return local_session(app_name, conf=conf)
+
+
+_topics: list[str] = []
+
+
+def new_topic(bootstrap: str, prefix: str, partitions: int, config: dict[str, str] | None = None) -> str:
+    """A new topic on the local broker, deleted when this process exits: the broker keeps files
+    open for every partition it holds, and the topics of a few full runs (one of 1,000 partitions
+    in each) once left it out of file descriptors."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(60)
+    if not _topics:
+        atexit.register(_delete_topics, bootstrap)
+    _topics.append(name)
+    return name
+
+
+def _delete_topics(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name, future in admin.delete_topics(_topics).items():
+        try:
+            future.result(60)
+        except KafkaException as exc:
+            print(f"could not delete topic {name}: {exc}", file=sys.stderr)
 
 
 def measure(name: str, rows: int, fn: Callable[[], object]) -> Result:

@@ -16,19 +16,16 @@ import argparse
 import os
 import threading
 import time
-import uuid
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.common import local_spark
+from benchmarks.common import local_spark, new_topic
 from connectors.testing.services import kafka_bootstrap_servers
 
 
-def fill_topic(admin: AdminClient, bootstrap: str, messages: int, size: int) -> str:
-    name = f"memory-{uuid.uuid4().hex[:8]}"
-    admin.create_topics([NewTopic(name, 1, 1, config={"max.message.bytes": str(size + (1 << 20))})])[name].result(60)
+def fill_topic(bootstrap: str, messages: int, size: int) -> str:
+    name = new_topic(bootstrap, "memory", 1, {"max.message.bytes": str(size + (1 << 20))})
     producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": size + (1 << 20), "linger.ms": 20})
     value = os.urandom(size)
     for _ in range(messages):
@@ -96,30 +93,26 @@ def main() -> None:
     options = dict(option.split("=", 1) for option in args.options)
 
     bootstrap = kafka_bootstrap_servers()
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = fill_topic(admin, bootstrap, args.messages, args.message_bytes)
-    try:
-        spark = local_spark(app_name="connectors-memory")
-        jvm = spark.sparkContext._gateway.proc.pid
-        df = (spark.read.format("connectors.kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).options(**options).load())
-        spark.range(1).count()  # the JVM's own Python workers exist before sampling starts
-        sampler = PeakSampler(jvm)
-        sampler.start()
-        started = time.perf_counter()
-        total = df.selectExpr("sum(length(value)) AS n").first().n
-        seconds = time.perf_counter() - started
-        time.sleep(0.2)
-        sampler.done.set()
-        sampler.join()
-        assert total == args.messages * args.message_bytes, total
-        peaks = sorted(sampler.peaks.values(), reverse=True)
-        print(f"{args.messages} messages of {args.message_bytes:,} bytes, options {options or 'default'}: "
-              f"read in {seconds:.1f} s; peak RSS of the largest Python worker {peaks[0] / 1024:,.0f} MiB "
-              f"(all Python processes of the session, MiB: {[round(p / 1024) for p in peaks]})")
-        spark.stop()
-    finally:
-        admin.delete_topics([topic])[topic].result(60)
+    topic = fill_topic(bootstrap, args.messages, args.message_bytes)
+    spark = local_spark(app_name="connectors-memory")
+    jvm = spark.sparkContext._gateway.proc.pid
+    df = (spark.read.format("connectors.kafka").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).options(**options).load())
+    spark.range(1).count()  # the JVM's own Python workers exist before sampling starts
+    sampler = PeakSampler(jvm)
+    sampler.start()
+    started = time.perf_counter()
+    total = df.selectExpr("sum(length(value)) AS n").first().n
+    seconds = time.perf_counter() - started
+    time.sleep(0.2)
+    sampler.done.set()
+    sampler.join()
+    assert total == args.messages * args.message_bytes, total
+    peaks = sorted(sampler.peaks.values(), reverse=True)
+    print(f"{args.messages} messages of {args.message_bytes:,} bytes, options {options or 'default'}: "
+          f"read in {seconds:.1f} s; peak RSS of the largest Python worker {peaks[0] / 1024:,.0f} MiB "
+          f"(all Python processes of the session, MiB: {[round(p / 1024) for p in peaks]})")
+    spark.stop()
 
 
 if __name__ == "__main__":
