@@ -320,7 +320,8 @@ class RangeReader:
         end out of Python (docs/kafka-source.md, Many partitions)."""
         if not self._by_head:
             closed = len(self.ranges) - np.count_nonzero(reading)
-            # for good: asked by head, hardly a record past an end comes to lower the average
+            # Set for the rest of the task: asking by head keeps records past the ends out of
+            # Python, so the average would sink below the threshold again and flip back.
             self._by_head = self._past_end > _PAST_END_PER_RANGE * closed
             if not self._by_head:
                 needed = (self.ends - self.positions)[reading]
