@@ -35,7 +35,6 @@ import tempfile
 import time
 from datetime import datetime
 
-
 from benchmarks.bench_kafka_sink import AT_LEAST_ONCE, SPARK, SPARK_KAFKA, create_topic, sink_options
 from benchmarks.bench_latency import chosen, kafka_and_spark, produce
 from benchmarks.common import CountingSink, PrebuiltBatchSource, phase_medians, save
