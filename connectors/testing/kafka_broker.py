@@ -22,6 +22,7 @@ from connectors.testing.local_service import (
     find_java,
     free_ports,
     log,
+    maven,
     run,
 )
 
@@ -117,16 +118,13 @@ class KafkaBroker(LocalService):
     def _prepare(self) -> None:
         if self.libs.is_dir():
             return
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise RuntimeError("mvn not found: install Maven (apt-get install maven) to fetch the Kafka broker")
         log.info("fetching Kafka %s jars with mvn into %s", KAFKA_VERSION, self.libs)
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "pom.xml").write_text(_POM)
         partial = self.home / "libs.partial"
         shutil.rmtree(partial, ignore_errors=True)
         goal = ["dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"]
-        run([mvn, "-q", "-B", "-Dstyle.color=never", *goal], "mvn", cwd=self.home)
+        maven(goal, "the Kafka broker", self.home)
         partial.rename(self.libs)  # only a complete download counts
 
     def _launch(self) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:

@@ -90,6 +90,14 @@ def run(argv: list[str], what: str, **kwargs: Any) -> None:
         raise RuntimeError(f"{what} failed (exit {result.returncode}):\n{tail(result.stdout + result.stderr)}")
 
 
+def maven(goal: list[str], what: str, cwd: Path) -> None:
+    """Run a Maven goal that fetches ``what`` from Maven Central, as :func:`run` does."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError(f"mvn not found: install Maven (apt-get install maven) to fetch {what}")
+    run([mvn, "-q", "-B", "-Dstyle.color=never", *goal], "mvn", cwd=cwd)
+
+
 class LocalService(ABC):
     """A server process recorded in ``<runtime_dir>/state.json``; each fresh start wipes ``data_dir``."""
 

@@ -26,7 +26,7 @@ from connectors.testing.local_service import (
     find_java,
     free_ports,
     log,
-    run,
+    maven,
 )
 
 APICURIO_VERSION = "3.0.9"
@@ -69,15 +69,12 @@ class SchemaRegistry(LocalService):
     def _prepare(self) -> None:
         if self.home.is_dir():
             return
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise RuntimeError("mvn not found: install Maven (apt-get install maven) to fetch Apicurio Registry")
         log.info("fetching Apicurio Registry %s with mvn into %s", APICURIO_VERSION, self.home)
         partial = self.home.with_name(self.home.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         goal = ["dependency:copy", f"-Dartifact={_ARTIFACT}", f"-DoutputDirectory={partial}"]
-        run([mvn, "-q", "-B", "-Dstyle.color=never", *goal], "mvn", cwd=partial)
+        maven(goal, "Apicurio Registry", partial)
         (archive,) = partial.glob("*.tar.gz")
         with tarfile.open(archive) as tar:
             tar.extractall(partial, filter="data")
