@@ -46,6 +46,24 @@ def test_public_names_resolve_lazily():
     assert (before, after) == (False, True)
 
 
+def test_raw_kafka_reads_and_writes_load_no_avro():
+    """Spark starts a Python process per stream query for its reader: with raw keys and values the
+    Kafka sides must not import the Avro modules there."""
+    code = (
+        "import json, sys; from connectors.kafka.source import reader; from connectors.kafka.sink import writer; "
+        "from pyspark.sql.types import BinaryType, StructField, StructType; "
+        "options = {'kafka.bootstrap.servers': 'localhost:1', 'subscribe': 't'}; "
+        "reader._schema(reader.KafkaSourceOptions.from_options(options), None); "
+        "config = writer.KafkaSinkOptions.from_options({'kafka.bootstrap.servers': 'localhost:1', 'topic': 't'}); "
+        "assert writer._encoder(config, StructType([StructField('value', BinaryType())])) is None; "
+        "assert reader._decoder(reader.KafkaSourceOptions.from_options(options)) is None; "
+        "print(json.dumps(sorted(m for m in sys.modules if m in ('fastavro', 'connectors.core.avro'))))"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                       check=True).stdout)  # fmt: skip
+    assert loaded == []
+
+
 def test_each_format_name_is_spelled_once_in_code():
     """Only the connector's ``__init__`` spells its format name; everything else imports FORMAT."""
     for fmt in connectors.FORMATS:

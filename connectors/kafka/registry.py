@@ -13,7 +13,6 @@ import dataclasses
 import threading
 from collections.abc import Mapping
 
-from connectors.core import avro
 from connectors.core.options import OptionError, choice, option
 
 RAW, AVRO_CONFLUENT = "raw", "avro-confluent"
@@ -34,6 +33,8 @@ def parse_version(text: str) -> int | str:
 
 
 def parse_avro_schema(text: str) -> str:
+    from connectors.core import avro  # noqa: PLC0415 - see connectors.kafka.source.reader._decoder
+
     avro.parse(text)  # AvroError is a ValueError: the option and value are named by the caller
     return text
 

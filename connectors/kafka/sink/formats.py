@@ -76,11 +76,9 @@ class RecordEncoder:
         self._encoders: dict[tuple[str, pa.DataType], avro.Encoder] = {}
 
     @classmethod
-    def of(cls, options, schema: StructType) -> RecordEncoder | None:
-        """On the driver, at query start; None when no column is avro-confluent."""
+    def of(cls, options, schema: StructType) -> RecordEncoder:
+        """On the driver, at query start, when the key or the value is avro-confluent."""
         names = options.avro_columns()
-        if not names:
-            return None
         fields = {f.name: f for f in schema.fields}
         columns = []
         for name in names:

@@ -25,6 +25,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -38,12 +39,14 @@ from connectors.core.commit import current_task
 from connectors.core.options import OptionError
 from connectors.kafka import FORMAT
 from connectors.kafka.sink.exactly_once import SINK_RUN, WorkUnit, write_exactly_once
-from connectors.kafka.sink.formats import RecordEncoder
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
 from connectors.kafka.sink.recovery import on_query_start
 from connectors.testing.faults import fault_point
+
+if TYPE_CHECKING:
+    from connectors.kafka.sink.formats import RecordEncoder
 
 __all__ = ["writer", "stream_writer"]
 
@@ -59,10 +62,20 @@ class KafkaCommitMessage(WriterCommitMessage):
     skipped: int = 0  # exactly-once: records an earlier attempt of this (run, batch, partition) committed
 
 
+def _encoder(config: KafkaSinkOptions, schema: StructType) -> RecordEncoder | None:
+    """None while key and value are written as given; the Avro modules load only when needed
+    (as :func:`connectors.kafka.source.reader._decoder`)."""
+    if not config.avro_columns():
+        return None
+    from connectors.kafka.sink.formats import RecordEncoder  # noqa: PLC0415
+
+    return RecordEncoder.of(config, schema)
+
+
 def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[KafkaSinkOptions, RecordLayout,
                                                                     RecordEncoder | None]:
     config = KafkaSinkOptions.from_options(options)
-    encoder = RecordEncoder.of(config, schema)
+    encoder = _encoder(config, schema)
     layout = RecordLayout.of(schema if encoder is None else encoder.schema(schema), config.topic)
     check_cluster(config)
     if config.exactly_once:

@@ -92,11 +92,9 @@ class RecordDecoder:
         self._decoders: dict[tuple[str, int], avro.Decoder] = {}
 
     @classmethod
-    def of(cls, options) -> RecordDecoder | None:
-        """On the driver, at query start; None when both columns stay raw bytes."""
+    def of(cls, options) -> RecordDecoder:
+        """On the driver, at query start, when the key or the value is avro-confluent."""
         names = options.avro_columns()
-        if not names:
-            return None
         corrupt = options.column_name_of_corrupt_record if options.mode == PERMISSIVE else None
         columns = []
         for name in names:

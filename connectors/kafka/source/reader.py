@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -34,7 +35,6 @@ from connectors.core.spark_compat import (
 )
 from connectors.kafka import FORMAT
 from connectors.kafka.source.client import BrokerClient
-from connectors.kafka.source.formats import RecordDecoder
 from connectors.kafka.source.offsets import (
     SPLIT,
     START,
@@ -51,10 +51,24 @@ from connectors.kafka.source.offsets import (
 from connectors.kafka.source.options import EARLIEST, LATEST, KafkaSourceOptions
 from connectors.kafka.source.split_reader import RangeReader, schema_for
 
+if TYPE_CHECKING:
+    from connectors.kafka.source.formats import RecordDecoder
+
 
 def schema(options) -> StructType:
     config = KafkaSourceOptions.from_options(options)
-    return _schema(config, RecordDecoder.of(config))
+    return _schema(config, _decoder(config))
+
+
+def _decoder(config: KafkaSourceOptions) -> RecordDecoder | None:
+    """None while key and value stay raw bytes; only otherwise are the Avro modules imported:
+    Spark starts a fresh Python process for every stream query's reader, and importing them
+    there delayed every query's first trigger (docs/kafka-source.md, *Query start*)."""
+    if not config.avro_columns():
+        return None
+    from connectors.kafka.source.formats import RecordDecoder  # noqa: PLC0415
+
+    return RecordDecoder.of(config)
 
 
 def _schema(config: KafkaSourceOptions, decoder: RecordDecoder | None) -> StructType:
@@ -63,13 +77,13 @@ def _schema(config: KafkaSourceOptions, decoder: RecordDecoder | None) -> Struct
 
 def reader(options, schema: StructType) -> DataSourceReader:
     config = KafkaSourceOptions.from_options(options).for_batch()
-    decoder = RecordDecoder.of(config)
+    decoder = _decoder(config)
     return KafkaBatchReader(config, decoder, Projection.of(FORMAT, _schema(config, decoder), schema))
 
 
 def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
     config = KafkaSourceOptions.from_options(options).for_stream()
-    decoder = RecordDecoder.of(config)
+    decoder = _decoder(config)
     return KafkaStreamReader(config, decoder, Projection.of(FORMAT, _schema(config, decoder), schema))
 
 
