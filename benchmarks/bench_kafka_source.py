@@ -62,13 +62,13 @@ def create_topic(bootstrap: str, records: int, partitions: int = PARTITIONS) -> 
 def ceiling_share(bootstrap: str, topic: str, partitions: list[int], decoder: RecordDecoder | None = None) -> int:
     """One process' share of the ceiling: its partitions, each from the start to the end it has
     now, through batched consume() into Arrow (and ``decoder``, for avro-confluent values);
-    returns the rows. Fetches as our tasks fetch: librdkafka's 1 MiB per partition and 1 s
-    backoff on a full queue are slower."""
+    returns the rows. Fetches and connects as our tasks do: librdkafka's 1 MiB per partition,
+    1 s backoff on a full queue and on-demand connections are slower."""
     rows = 0
     for partition in partitions:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
                              "enable.auto.commit": False, "max.partition.fetch.bytes": 10 << 20,
-                             "fetch.queue.backoff.ms": 10})
+                             "fetch.queue.backoff.ms": 10, "enable.sparse.connections": False})
         position, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         consumer.assign([TopicPartition(topic, partition, position)])
         while position < end:

@@ -241,14 +241,18 @@ def test_typed_options_render_to_the_same_string_options(kafka_bootstrap):
     assert KafkaSourceOptions.from_options(rendered) == typed
 
 
-def test_fetches_default_to_10_mib_per_partition_and_10_ms_backoff_unless_set(kafka_bootstrap):
-    # librdkafka's 1 MiB read a 4-partition task 3-4x slower, and its 1 s backoff on a full
-    # queue one partition of 500k records 2x slower (docs/kafka-source.md, Speed).
+def test_consumer_defaults_differ_from_librdkafkas_unless_set(kafka_bootstrap):
+    # librdkafka's 1 MiB read a 4-partition task 3-4x slower, its 1 s backoff on a full queue one
+    # partition of 500k records 2x slower (docs/kafka-source.md, Speed), and its sparse connections
+    # often held a new consumer's first request ~50 ms (Query start).
     defaults = consumer_config(options(kafka_bootstrap, subscribe="t"))
     assert defaults["max.partition.fetch.bytes"] == 10 << 20 and defaults["fetch.queue.backoff.ms"] == 10
+    assert defaults["enable.sparse.connections"] is False
     given = consumer_config(options(kafka_bootstrap, subscribe="t", **{"kafka.max.partition.fetch.bytes": "1048576",
-                                                                       "kafka.fetch.queue.backoff.ms": "1000"}))
+                                                                       "kafka.fetch.queue.backoff.ms": "1000",
+                                                                       "kafka.enable.sparse.connections": "true"}))
     assert given["max.partition.fetch.bytes"] == "1048576" and given["fetch.queue.backoff.ms"] == "1000"
+    assert given["enable.sparse.connections"] == "true"
 
 
 # -- batch reads ----------------------------------------------------------------------------

@@ -68,10 +68,14 @@ def consumer_config(options: KafkaSourceOptions, group_id: str | None = None) ->
     end before its own went out (docs/kafka-source.md, Consumer reuse). A partition whose next
     fetch finds the consumer's queue full (``queued.min.messages``, counted over all its
     partitions) tries again 10 ms later instead of librdkafka's 1 s: a task empties that queue
-    far sooner and waited out the rest of the second (docs/kafka-source.md, Speed).
+    far sooner and waited out the rest of the second (docs/kafka-source.md, Speed). A new consumer
+    connects to every broker at once instead of on demand: on demand, its first request often
+    went to the bootstrap connection that librdkafka drops once it learns the brokers, and waited
+    ~50 ms for the next connection (docs/kafka-source.md, *Query start*).
     """
     config: dict[str, Any] = {"isolation.level": "read_uncommitted", "max.partition.fetch.bytes": 10 << 20,
-                              "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10, **options.client}
+                              "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10,
+                              "enable.sparse.connections": False, **options.client}
     config.update({
         "group.id": group_id or f"{options.group_id_prefix}-{uuid.uuid4()}",
         "enable.auto.commit": False,
