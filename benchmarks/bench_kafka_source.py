@@ -12,8 +12,8 @@ One topic (8 partitions, ``--records`` records of 100 bytes; BENCH_KAFKA_SOURCE_
 
 Spark's connector is spark-sql-kafka-0-10 **4.2.0**: the newest on Maven Central (there is no
 4.3.0 artifact yet), run on the installed pyspark. Each reader first reads the topic once
-untimed (the first read of 1M records in a session took 2-5x longer than later ones, on both
-sides: docs/kafka-source.md, Against the ceiling), then all five read it ``--repeat`` times
+untimed (a reader's first read of it took up to 2x as long as its later ones, Spark's and ours
+alike: docs/kafka-source.md, *Warm readers, in turn*), then all five read it ``--repeat`` times
 (default 3) round robin, so load from other processes hits each alike; each one's fastest run
 counts.
 """
