@@ -37,8 +37,8 @@ MANAGED_CLIENT_SETTINGS = {
 
 # librdkafka defaults the sink changes (a user's kafka.* setting still wins). With sparse
 # connections (librdkafka's default) a new client connects to the brokers it learned from the
-# bootstrap metadata only on demand, so a new producer waits for its producer id and the
-# progress consumer for its group coordinator (docs/kafka-sink.md has the numbers).
+# bootstrap metadata only on demand, so init_transactions() and the progress consumer's group
+# coordinator wait for a connection (docs/kafka-sink.md has the numbers).
 CLIENT_DEFAULTS = {"enable.sparse.connections": "false"}
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
