@@ -46,16 +46,19 @@ def test_public_names_resolve_lazily():
     assert (before, after) == (False, True)
 
 
-def test_raw_kafka_reads_and_writes_load_no_avro():
-    """Spark starts a Python process per stream query for its reader: with raw keys and values the
-    Kafka sides must not import the Avro modules there."""
+def test_reads_and_writes_without_avro_load_no_avro():
+    """Spark starts a Python process per stream query for its reader: Kafka with raw keys and
+    values and the file connectors with other formats must not import the Avro modules there."""
     code = (
         "import json, sys; from connectors.kafka.source import reader; from connectors.kafka.sink import writer; "
-        "from pyspark.sql.types import BinaryType, StructField, StructType; "
+        "from connectors.files.source import reader as file_reader; "
+        "from connectors.files.sink import formats as file_formats, writer as file_writer; "
+        "from pyspark.sql.types import BinaryType, StringType, StructField, StructType; "
         "options = {'kafka.bootstrap.servers': 'localhost:1', 'subscribe': 't'}; "
         "config = writer.KafkaSinkOptions.from_options({'kafka.bootstrap.servers': 'localhost:1', 'topic': 't'}); "
         "assert writer._encoder(config, StructType([StructField('value', BinaryType())])) is None; "
         "assert reader._decoder(reader.KafkaSourceOptions.from_options(options)) is None; "
+        "file_formats.check_schema(StructType([StructField('v', StringType())]), 'csv', ['v']); "
         "print(json.dumps(sorted(m for m in sys.modules if m in ('fastavro', 'connectors.core.avro'))))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

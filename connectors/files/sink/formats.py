@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
-from connectors.core import avro
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
 
@@ -59,17 +58,20 @@ class AvroEncoder:
     Spark's avro writer derives it), then one block per batch, encoded column by column."""
 
     def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
+        from connectors.core import avro  # fastavro: only where Avro is written
+
         spark_schema = from_arrow_schema(schema)
         self.handle, self.compress = handle, avro.CODECS[AVRO_CODECS[codec]][0]
         avro_schema = avro.from_spark(spark_schema)
         self.encoder = avro.Encoder(avro_schema, pa.struct(list(schema)))
         header, self.sync = avro.container_header(json.dumps(avro_schema), AVRO_CODECS[codec])
+        self.block = avro.container_block
         handle.write(header)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
             _, data = self.encoder.lengths_and_bytes(batch.to_struct_array())
-            self.handle.write(avro.container_block(batch.num_rows, self.compress(data.tobytes()), self.sync))
+            self.handle.write(self.block(batch.num_rows, self.compress(data.tobytes()), self.sync))
 
     def close(self) -> None:
         pass
@@ -122,6 +124,8 @@ def check_schema(schema: StructType, file_format: str, data_columns: list[str]) 
     """Reject at query start what a format cannot hold (Spark's text/csv sinks have the same rules)."""
     fields = [f for f in schema.fields if f.name in data_columns]
     if file_format == "avro":
+        from connectors.core import avro
+
         try:
             avro.from_spark(StructType(fields))
         except avro.AvroError as exc:

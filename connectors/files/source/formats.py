@@ -20,7 +20,7 @@ import io
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -28,9 +28,11 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
-from connectors.core import avro
 from connectors.core.filesystem import filesystem
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
+
+if TYPE_CHECKING:
+    from connectors.core.avro import Decoder
 
 # One record per file that ignoreCorruptFiles skipped, the file in its context: Spark's
 # spark.tvf.python_worker_logs() collects them on the driver for batch reads when
@@ -430,6 +432,8 @@ class SplitReader:
 
     def _avro(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
         """The blocks that start in the split; blocks are decoded together up to AVRO_BATCH_ROWS."""
+        from connectors.core import avro  # fastavro and pyarrow.compute: only where Avro is read
+
         split = self.split
         end = split.size if split.end < 0 else split.end
         try:
@@ -460,7 +464,7 @@ class SplitReader:
                 raise error from None
             yield from self._skipped(error)
 
-    def _avro_batch(self, decoder: avro.Decoder, count: int, blocks: list[bytes]) -> pa.RecordBatch:
+    def _avro_batch(self, decoder: Decoder, count: int, blocks: list[bytes]) -> pa.RecordBatch:
         values = decoder.decode_block(count, b"".join(blocks))
         return self.out.build(pa.Table.from_batches([pa.RecordBatch.from_struct_array(values)]))
 

@@ -27,7 +27,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from connectors.core import avro
 from connectors.core.arrow import arrow_schema
 from connectors.core.filesystem import filesystem
 from connectors.core.options import OptionError
@@ -89,6 +88,8 @@ class SchemaInference:
             return pq.read_schema(raw)
 
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
+        from connectors.core import avro
+
         fs, path = filesystem(files[0].path, self.config.storage_options)
         try:
             with fs.open(path, "rb") as raw:
