@@ -124,7 +124,7 @@ def check_schema(schema: StructType, file_format: str, data_columns: list[str]) 
     """Reject at query start what a format cannot hold (Spark's text/csv sinks have the same rules)."""
     fields = [f for f in schema.fields if f.name in data_columns]
     if file_format == "avro":
-        from connectors.core import avro
+        from connectors.core import avro  # fastavro: only for Avro part files
 
         try:
             avro.from_spark(StructType(fields))

@@ -88,7 +88,7 @@ class SchemaInference:
             return pq.read_schema(raw)
 
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
-        from connectors.core import avro
+        from connectors.core import avro  # fastavro: only where an Avro schema is read
 
         fs, path = filesystem(files[0].path, self.config.storage_options)
         try:
