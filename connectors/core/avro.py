@@ -467,7 +467,10 @@ def _ranges(length: int, starts: np.ndarray, sizes: np.ndarray) -> slice | np.nd
 
 def _varint_lengths(zz: np.ndarray) -> np.ndarray:
     lengths = np.ones(len(zz), np.int64)
-    for k in range(1, 10):
+    top = int(zz.max()) if len(zz) else 0
+    for k in range(1, 10):  # a pass per byte that the largest value needs: most need one or two
+        if top < 1 << (7 * k):
+            break
         lengths += zz >= np.uint64(1 << (7 * k))
     return lengths
 
