@@ -16,6 +16,7 @@ from connectors.core.options import OptionError
 from connectors.files.sink import exactly_once, task_writer
 from connectors.files.sink.buckets import directory_value, strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
+from connectors.files.sink.formats import encode_rows
 from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
 from connectors.files.sink.state import STATE_DIR, Part, Piece, StateLog
@@ -349,6 +350,15 @@ def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
     slots = TaskWriter(p, 0, state, keep_open=True).write_all(iter([lines("new")]))
     commit_batch(p, [FileSinkMessage("q2", 0, False, slots)], 0)
     assert list(visible(tmp_path).values()) == ["old\n"]
+
+
+@pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
+def test_text_lines_are_the_values_and_a_newline_each(string_type):
+    values = pa.array(["a", None, "", "é,\"x\"", "z"], string_type)
+    batch = pa.record_batch([values], names=["value"])
+    assert encode_rows(batch, "text", ",") == "a\n\n\né,\"x\"\nz\n".encode()
+    assert encode_rows(batch.slice(1, 3), "text", ",") == "\n\né,\"x\"\n".encode()
+    assert encode_rows(batch.slice(0, 0), "text", ",") == b""
 
 
 def test_date_time_pattern_and_directory_values():
