@@ -15,9 +15,7 @@ import io
 import json
 from typing import BinaryIO, Protocol
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -25,6 +23,7 @@ from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
+from connectors.files.sink.json_lines import json_lines, lines
 
 
 class PartEncoder(Protocol):
@@ -106,23 +105,16 @@ def csv_header(columns: list[str], sep: str, codec: str) -> bytes:
     return _compressed(out.getvalue(), codec)
 
 
-_EMPTY, _NEWLINE = pa.scalar(b"", pa.large_binary()), pa.scalar(b"\n", pa.large_binary())
-
-
 def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
-    if file_format == "text":  # each value and a newline, null as an empty line (as Spark's text sink)
-        values = batch.column(0).cast(pa.large_binary()).fill_null(b"")
-        lines = pc.binary_join_element_wise(values, _EMPTY, _NEWLINE)
-        offsets = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + len(lines) + 1]
-        return lines.buffers()[2][offsets[0]:offsets[-1]].to_pybytes()
+    if file_format == "text":  # null as an empty line, as Spark's text sink writes it
+        return lines(batch.column(0).fill_null(""))
     if file_format == "csv":
         out = io.BytesIO()
         # the whole batch as one chunk: Arrow's default of 1,024 rows took a fifth longer (docs/file-sink.md)
         options = pacsv.WriteOptions(include_header=False, delimiter=sep, batch_size=max(batch.num_rows, 1))
         pacsv.write_csv(batch, out, options)
         return out.getvalue()
-    text = batch.to_pandas().to_json(orient="records", lines=True, date_format="iso", date_unit="us")
-    return (text if text.endswith("\n") else text + "\n").encode()
+    return json_lines(batch)
 
 
 # the compression option -> the Avro codec name
