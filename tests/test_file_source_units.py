@@ -7,14 +7,14 @@ import os
 import random
 import shutil
 import time
-from datetime import timedelta
+from datetime import date, timedelta
 
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from compress import compressing
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, DateType, LongType, StringType, StructField, StructType
 
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import (
@@ -198,6 +198,18 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
     assert sorted(r["a"] for r in read_all(str(path), AB, fileFormat=fmt, mode="DROPMALFORMED")) == [1, 3, 5]
     with pytest.raises(MalformedRecordError, match=rf"malformed record in {path}, line {bad_line} \(mode FAILFAST\)"):
         read_all(str(path), AB, fileFormat=fmt, mode="failfast")
+
+
+def test_json_dates_and_base64_binary_as_spark_writes_them(tmp_path):
+    path = tmp_path / "typed.json"
+    path.write_text('{"a": 1, "day": "2024-02-29", "bin": "YjA="}\n{"a": 2, "day": null, "bin": null}\n'
+                    '{"a": 3, "day": "2024-02-30", "bin": "YjA="}\n{"a": 4, "day": "2024-01-01", "bin": "b0!"}\n')
+    schema = StructType([StructField("a", LongType()), StructField("day", DateType()),
+                         StructField("bin", BinaryType()), StructField("_corrupt_record", StringType())])
+    rows = read_all(str(path), schema, fileFormat="json")
+    assert [(r["a"], r["day"], r["bin"]) for r in rows if r["_corrupt_record"] is None] == [
+        (1, date(2024, 2, 29), b"b0"), (2, None, None)]
+    assert sorted(r["_corrupt_record"][:8] for r in rows if r["_corrupt_record"] is not None) == ['{"a": 3,', '{"a": 4,']
 
 
 # ---------------------------------------------------------------------------------------------

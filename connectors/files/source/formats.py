@@ -15,6 +15,8 @@ falls back to finding the bad lines one by one.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import io
 import json
@@ -267,16 +269,27 @@ def _data_lines(block: bytes, skip: int) -> list[tuple[int, str]]:
 
 
 class JsonParser:
+    """JSON lines through pyarrow's reader. Dates and binary values are JSON strings
+    (``yyyy-MM-dd`` and base64, as Spark writes them), which that reader converts to neither:
+    it reads them as strings, converted here; a value that does not convert makes its line
+    malformed."""
+
     def __init__(self, spec: ReadSpec):
         self.schema = spec.data_schema
         self.encoding = spec.encoding
+        self.wire = pa.schema([f.with_type(pa.string()) if _json_string_of(f.type) else f for f in self.schema])
 
     def _read(self, block: bytes) -> pa.Table:
-        return pajson.read_json(
+        table = pajson.read_json(
             io.BytesIO(block),
             read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(block), 1) + 1),
-            parse_options=pajson.ParseOptions(explicit_schema=self.schema, unexpected_field_behavior="ignore"),
+            parse_options=pajson.ParseOptions(explicit_schema=self.wire, unexpected_field_behavior="ignore"),
         )
+        if self.wire == self.schema:
+            return table
+        columns = [_from_json_string(column, field.type) if _json_string_of(field.type) else column
+                   for column, field in zip(table.columns, self.schema)]
+        return pa.Table.from_arrays(columns, schema=self.schema)
 
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
         if self.encoding.replace("-", "").upper() != "UTF8":
@@ -304,6 +317,19 @@ class JsonParser:
                     bad.append((number, line))
             table = pa.concat_tables(kept) if kept else self.schema.empty_table()
         return table, sorted((Malformed(n, text) for n, text in bad), key=lambda m: m.line)
+
+
+def _json_string_of(kind: pa.DataType) -> bool:
+    return pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+
+
+def _from_json_string(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
+    if pa.types.is_date(kind):
+        return column.cast(kind)  # ArrowInvalid for a string that is no date
+    try:
+        return pa.array([None if v is None else base64.b64decode(v, validate=True) for v in column.to_pylist()], kind)
+    except binascii.Error as exc:
+        raise pa.ArrowInvalid(f"not base64: {exc}") from None
 
 
 PARSERS: dict[str, Callable[[ReadSpec], TextParser | CsvParser | JsonParser]] = {
