@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
 
 from connectors.core.options import OptionError
 from connectors.files.sink import exactly_once, task_writer
 from connectors.files.sink.buckets import directory_value, strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
-from connectors.files.sink.formats import encode_rows
+from connectors.files.sink.formats import check_schema, encode_rows
 from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
 from connectors.files.sink.state import STATE_DIR, Part, Piece, StateLog
@@ -350,6 +351,14 @@ def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
     slots = TaskWriter(p, 0, state, keep_open=True).write_all(iter([lines("new")]))
     commit_batch(p, [FileSinkMessage("q2", 0, False, slots)], 0)
     assert list(visible(tmp_path).values()) == ["old\n"]
+
+
+@pytest.mark.parametrize("data_type", [BinaryType(), ArrayType(LongType())])
+def test_csv_refuses_what_it_cannot_hold_at_query_start(data_type):
+    schema = StructType([StructField("id", LongType()), StructField("payload", data_type)])
+    with pytest.raises(OptionError, match=f"fileFormat' = 'csv': cannot hold column 'payload' of type "
+                                          f"{data_type.simpleString()}"):
+        check_schema(schema, "csv", ["id", "payload"])
 
 
 @pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])

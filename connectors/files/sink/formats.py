@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
@@ -136,7 +136,7 @@ def check_schema(schema: StructType, file_format: str, data_columns: list[str]) 
         raise OptionError(FORMAT, "fileFormat", "text", f"needs exactly one string column, got [{shown}]")
     if file_format == "csv":
         for field in fields:
-            if isinstance(field.dataType, (StructType, ArrayType, MapType)):
+            if isinstance(field.dataType, (StructType, ArrayType, MapType, BinaryType)):  # as Spark's csv sink
                 raise OptionError(
                     FORMAT, "fileFormat", "csv",
                     f"cannot hold column {field.name!r} of type {field.dataType.simpleString()}",
