@@ -14,7 +14,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from compress import compressing
-from pyspark.sql.types import BinaryType, DateType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DateType,
+    DoubleType,
+    FloatType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import (
@@ -210,6 +219,18 @@ def test_json_dates_and_base64_binary_as_spark_writes_them(tmp_path):
     assert [(r["a"], r["day"], r["bin"]) for r in rows if r["_corrupt_record"] is None] == [
         (1, date(2024, 2, 29), b"b0"), (2, None, None)]
     assert sorted(r["_corrupt_record"][:8] for r in rows if r["_corrupt_record"] is not None) == ['{"a": 3,', '{"a": 4,']
+
+
+def test_json_nan_and_infinities_as_spark_writes_them(tmp_path):
+    path = tmp_path / "floats.json"
+    path.write_text('{"a": 1, "x": 0.5, "f": 1.5}\n{"a": 2, "x": "NaN", "f": "-Infinity"}\n'
+                    '{"a": 3, "x": "Infinity", "f": null}\n{"a": 4, "x": "nan?", "f": 1}\n')
+    schema = StructType([StructField("a", LongType()), StructField("x", DoubleType()),
+                         StructField("f", FloatType()), StructField("_corrupt_record", StringType())])
+    rows = read_all(str(path), schema, fileFormat="json")
+    good = [(r["a"], str(r["x"]), str(r["f"])) for r in rows if r["_corrupt_record"] is None]
+    assert good == [(1, "0.5", "1.5"), (2, "nan", "-inf"), (3, "inf", "None")]
+    assert [r["_corrupt_record"] for r in rows if r["_corrupt_record"] is not None] == ['{"a": 4, "x": "nan?", "f": 1}']
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import dataclasses
 import io
 import json
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -272,12 +273,15 @@ class JsonParser:
     """JSON lines through pyarrow's reader. Dates and binary values are JSON strings
     (``yyyy-MM-dd`` and base64, as Spark writes them), which that reader converts to neither:
     it reads them as strings, converted here; a value that does not convert makes its line
-    malformed."""
+    malformed. So are NaN and the infinities of a double or float column (``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``), which that reader takes nowhere a number goes: a line that
+    fails is read again with them as nulls, then set."""
 
     def __init__(self, spec: ReadSpec):
         self.schema = spec.data_schema
         self.encoding = spec.encoding
         self.wire = pa.schema([f.with_type(pa.string()) if _json_string_of(f.type) else f for f in self.schema])
+        self.floats = [f.name for f in self.schema if pa.types.is_floating(f.type)]
 
     def _read(self, block: bytes) -> pa.Table:
         table = pajson.read_json(
@@ -312,11 +316,29 @@ class JsonParser:
             kept = []
             for number, line in good:
                 try:
-                    kept.append(self._read(line.encode()))
+                    kept.append(self._read_line(line))
                 except pa.ArrowInvalid:
                     bad.append((number, line))
             table = pa.concat_tables(kept) if kept else self.schema.empty_table()
         return table, sorted((Malformed(n, text) for n, text in bad), key=lambda m: m.line)
+
+    def _read_line(self, line: str) -> pa.Table:
+        try:
+            return self._read(line.encode())
+        except pa.ArrowInvalid:
+            values = json.loads(line)
+            special = {name: _NON_FINITE[value] for name in self.floats
+                       if isinstance(value := values.get(name), str) and value in _NON_FINITE}
+            if not special:
+                raise
+            table = self._read(json.dumps({**values, **dict.fromkeys(special)}).encode())
+            for name, value in special.items():
+                field = table.schema.field(name)
+                table = table.set_column(table.schema.get_field_index(name), field, pa.array([value], field.type))
+            return table
+
+
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as Spark's json writer puts them
 
 
 def _json_string_of(kind: pa.DataType) -> bool:
