@@ -23,7 +23,8 @@ from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, Struct
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
-from connectors.files.sink.json_lines import json_lines, lines
+from connectors.files.sink.json_lines import json_lines
+from connectors.files.sink.texts import float_texts, lines
 
 
 class PartEncoder(Protocol):
@@ -110,6 +111,9 @@ def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
         return lines(batch.column(0).fill_null(""))
     if file_format == "csv":
         out = io.BytesIO()
+        floats = [i for i, field in enumerate(batch.schema) if pa.types.is_floating(field.type)]
+        for i in floats:  # Arrow writes nan and inf, which Spark's csv reader refuses
+            batch = batch.set_column(i, batch.schema.field(i).name, float_texts(batch.column(i)))
         # the whole batch as one chunk: Arrow's default of 1,024 rows took a fifth longer (docs/file-sink.md)
         options = pacsv.WriteOptions(include_header=False, delimiter=sep, batch_size=max(batch.num_rows, 1))
         pacsv.write_csv(batch, out, options)

@@ -14,30 +14,16 @@ from __future__ import annotations
 import base64
 import json
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_TEXT = pa.large_string()
-_NULL = pa.scalar("null", _TEXT)
-_NON_FINITE = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+from connectors.files.sink.texts import TEXT, concat, float_texts, lines
 
-
-def lines(texts: pa.Array) -> bytes:
-    """Each value of a string or binary array without nulls, then a newline, as one bytes object."""
-    joined = pc.binary_join_element_wise(texts.cast(pa.large_binary()), pa.scalar(b"", pa.large_binary()),
-                                         pa.scalar(b"\n", pa.large_binary()))
-    offsets = np.frombuffer(joined.buffers()[1], np.int64)[joined.offset:joined.offset + len(joined) + 1]
-    return joined.buffers()[2][offsets[0]:offsets[-1]].to_pybytes()
+_NULL = pa.scalar("null", TEXT)
 
 
 def json_lines(batch: pa.RecordBatch) -> bytes:
     return lines(_json(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))))
-
-
-def _concat(*parts: pa.Array | str) -> pa.Array:
-    texts = [pa.scalar(p, _TEXT) if isinstance(p, str) else p.cast(_TEXT) for p in parts]
-    return pc.binary_join_element_wise(*texts, pa.scalar("", _TEXT))
 
 
 def _json(array: pa.Array) -> pa.Array:
@@ -47,49 +33,45 @@ def _json(array: pa.Array) -> pa.Array:
         parts: list[pa.Array | str] = ["{"]
         for index, (field, child) in enumerate(zip(kind, array.flatten())):
             parts += [("," if index else "") + json.dumps(field.name) + ":", _json(child)]
-        texts = _concat(*parts, "}") if len(kind) else pa.array(["{}"] * len(array), _TEXT)
+        texts = concat(*parts, "}") if len(kind) else pa.array(["{}"] * len(array), TEXT)
     elif pa.types.is_map(kind):
         entries = array.values  # the key/value structs of every map, which the offsets index
         keys = entries.field(0)
-        keys = _string(keys) if pa.types.is_string(keys.type) else _concat('"', _json(keys), '"')
-        texts = _joined(array, _concat(keys, ":", _json(entries.field(1))), "{", "}")
+        keys = _string(keys) if pa.types.is_string(keys.type) else concat('"', _json(keys), '"')
+        texts = _joined(array, concat(keys, ":", _json(entries.field(1))), "{", "}")
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         texts = _joined(array, _json(array.values), "[", "]")
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         texts = _string(array)
     elif pa.types.is_floating(kind):
-        texts = pc.cast(array, _TEXT)
-        # "5.0", not Arrow's "5": Spark's json source infers a whole number as a long
-        whole = pc.match_substring_regex(texts, r"^-?\d+$")
-        if pc.any(whole).as_py():
-            texts = pc.if_else(whole, _concat(texts, ".0"), texts)
-        if not pc.all(pc.is_finite(array)).as_py():
-            texts = pa.array([_NON_FINITE.get(t, t) for t in texts.to_pylist()], _TEXT)
+        texts = float_texts(array)
+        if not pc.all(pc.is_finite(array)).as_py():  # NaN and the infinities as JSON strings, as Spark's
+            texts = pc.if_else(pc.is_finite(array), texts, concat('"', texts, '"'))
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_decimal(kind):
-        texts = pc.cast(array, _TEXT)
+        texts = pc.cast(array, TEXT)
     elif pa.types.is_date(kind):
-        texts = _concat('"', pc.cast(array.cast(pa.date32()), _TEXT), '"')
+        texts = concat('"', pc.cast(array.cast(pa.date32()), TEXT), '"')
     elif pa.types.is_timestamp(kind):
         # The instants as UTC wall time: Arrow formats a zoned timestamp through the time zone
         # database, and strftime, 15x slower than a cast and a replace.
-        wall = pc.cast(array.cast(pa.timestamp(kind.unit)), _TEXT)
-        texts = _concat('"', pc.replace_substring(wall, " ", "T", max_replacements=1), 'Z"' if kind.tz else '"')
+        wall = pc.cast(array.cast(pa.timestamp(kind.unit)), TEXT)
+        texts = concat('"', pc.replace_substring(wall, " ", "T", max_replacements=1), 'Z"' if kind.tz else '"')
     elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
         texts = pa.array([None if v is None else f'"{base64.b64encode(v).decode()}"' for v in array.to_pylist()],
-                         _TEXT)
+                         TEXT)
     else:  # time, durations, ...: what Python's json makes of them
-        texts = pa.array([json.dumps(v, default=str) for v in array.to_pylist()], _TEXT)
+        texts = pa.array([json.dumps(v, default=str) for v in array.to_pylist()], TEXT)
     return texts if array.null_count == 0 else pc.if_else(array.is_valid(), texts, _NULL)
 
 
 def _string(array: pa.Array) -> pa.Array:
     if pc.any(pc.match_substring_regex(array, r"[\x00-\x1f]")).as_py():  # escapes Arrow has no kernel for
-        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in array.to_pylist()], _TEXT)
-    escaped = pc.replace_substring(pc.replace_substring(array.cast(_TEXT), "\\", "\\\\"), '"', '\\"')
-    return _concat('"', escaped, '"')
+        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in array.to_pylist()], TEXT)
+    escaped = pc.replace_substring(pc.replace_substring(array.cast(TEXT), "\\", "\\\\"), '"', '\\"')
+    return concat('"', escaped, '"')
 
 
 def _joined(array: pa.Array, items: pa.Array, start: str, end: str) -> pa.Array:
     """Each list's (or map's) item texts joined by commas between ``start`` and ``end``."""
     grouped = pa.LargeListArray.from_arrays(array.offsets.cast(pa.int64()), items)
-    return _concat(start, pc.binary_join(grouped, pa.scalar(",", _TEXT)), end)
+    return concat(start, pc.binary_join(grouped, pa.scalar(",", TEXT)), end)
