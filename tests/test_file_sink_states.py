@@ -6,6 +6,7 @@ commit the messages), on real local files, with a controlled clock.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from connectors.files.sink import exactly_once, task_writer
 from connectors.files.sink.buckets import directory_value, strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
 from connectors.files.sink.formats import check_schema, encode_rows
+from connectors.files.sink.texts import float_texts
 from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
 from connectors.files.sink.state import STATE_DIR, Part, Piece, StateLog
@@ -351,6 +353,13 @@ def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
     slots = TaskWriter(p, 0, state, keep_open=True).write_all(iter([lines("new")]))
     commit_batch(p, [FileSinkMessage("q2", 0, False, slots)], 0)
     assert list(visible(tmp_path).values()) == ["old\n"]
+
+
+def test_floats_are_written_as_spark_writes_them():
+    values = [5.0, -3.0, -0.0, 0.5, 1e16, 2.5e-7, math.nan, math.inf, -math.inf, None]
+    assert float_texts(pa.array(values)).to_pylist() == [
+        "5.0", "-3.0", "-0.0", "0.5", "1e+16", "2.5e-7", "NaN", "Infinity", "-Infinity", None]
+    assert float_texts(pa.array([0.1, 2.0], pa.float32())).to_pylist() == ["0.1", "2.0"]
 
 
 @pytest.mark.parametrize("data_type", [BinaryType(), ArrayType(LongType())])

@@ -29,8 +29,9 @@ def float_texts(array: pa.Array) -> pa.Array:
     Arrow's ``5`` (Spark's readers infer a whole number as a long), ``NaN``, ``Infinity`` and
     ``-Infinity`` rather than ``nan`` and ``inf`` (which Spark's csv reader refuses)."""
     texts = pc.cast(array, TEXT)
-    whole = pc.match_substring_regex(texts, r"^-?\d+$")
+    whole = pc.and_(pc.is_finite(array), pc.equal(array, pc.floor(array)))
     if pc.any(whole).as_py():
+        whole = pc.and_(whole, pc.invert(pc.match_substring(texts, "e")))  # 1e+16 stays as it is
         texts = pc.if_else(whole, concat(texts, ".0"), texts)
     if not pc.all(pc.is_finite(array)).as_py():
         texts = pa.array([_SPARK_NON_FINITE.get(t, t) for t in texts.to_pylist()], TEXT)
