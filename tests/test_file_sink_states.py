@@ -6,6 +6,8 @@ commit the messages), on real local files, with a controlled clock.
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 import os
 from pathlib import Path
@@ -19,6 +21,7 @@ from connectors.files.sink import exactly_once, task_writer
 from connectors.files.sink.buckets import directory_value, strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
 from connectors.files.sink.formats import check_schema, encode_rows
+from connectors.files.sink.json_lines import json_lines
 from connectors.files.sink.texts import float_texts
 from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
@@ -353,6 +356,14 @@ def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
     slots = TaskWriter(p, 0, state, keep_open=True).write_all(iter([lines("new")]))
     commit_batch(p, [FileSinkMessage("q2", 0, False, slots)], 0)
     assert list(visible(tmp_path).values()) == ["old\n"]
+
+
+@pytest.mark.parametrize("key_type, key, text", [(pa.string(), "k", "k"), (pa.large_string(), 'a"b', 'a"b'),
+                                                  (pa.int32(), 7, "7"), (pa.date32(), datetime.date(2024, 1, 2), "2024-01-02")])
+def test_json_map_keys_are_json_strings(key_type, key, text):
+    maps = pa.array([[(key, 1.5)], None, []], pa.map_(key_type, pa.float64()))
+    lines = json_lines(pa.record_batch([maps], names=["m"])).decode().splitlines()
+    assert [json.loads(line) for line in lines] == [{"m": {text: 1.5}}, {"m": None}, {"m": {}}]
 
 
 def test_floats_are_written_as_spark_writes_them():

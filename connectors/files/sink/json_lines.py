@@ -36,8 +36,8 @@ def _json(array: pa.Array) -> pa.Array:
         texts = concat(*parts, "}") if len(kind) else pa.array(["{}"] * len(array), TEXT)
     elif pa.types.is_map(kind):
         entries = array.values  # the key/value structs of every map, which the offsets index
-        keys = entries.field(0)
-        keys = _string(keys) if pa.types.is_string(keys.type) else concat('"', _json(keys), '"')
+        keys = _json(entries.field(0))
+        keys = pc.if_else(pc.starts_with(keys, '"'), keys, _string(keys))  # JSON keys are strings: 1 -> "1"
         texts = _joined(array, concat(keys, ":", _json(entries.field(1))), "{", "}")
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         texts = _joined(array, _json(array.values), "[", "]")
