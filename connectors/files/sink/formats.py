@@ -111,9 +111,9 @@ def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
         return lines(batch.column(0).fill_null(""))
     if file_format == "csv":
         out = io.BytesIO()
-        floats = [i for i, field in enumerate(batch.schema) if pa.types.is_floating(field.type)]
-        for i in floats:  # Arrow writes nan and inf, which Spark's csv reader refuses
-            batch = batch.set_column(i, batch.schema.field(i).name, float_texts(batch.column(i)))
+        # Arrow writes nan and inf, which Spark's csv reader refuses
+        columns = [float_texts(column) if pa.types.is_floating(column.type) else column for column in batch.columns]
+        batch = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
         # the whole batch as one chunk: Arrow's default of 1,024 rows took a fifth longer (docs/file-sink.md)
         options = pacsv.WriteOptions(include_header=False, delimiter=sep, batch_size=max(batch.num_rows, 1))
         pacsv.write_csv(batch, out, options)
