@@ -70,11 +70,12 @@ def test_files_spark_wrote_read_back_to_the_same_rows(spark, tmp_path, fmt):
     """A row of every type a format holds, written by Spark's own writer (timestamps in
     milliseconds: Spark's csv and json writers keep no more), read with the same schema."""
     nested = "" if fmt == "csv" else (", array(id, null) as arr, named_struct('a', id, 'b', array('x', null)) as st, "
-                                      "cast(concat('b', id) as binary) as bin")
+                                      "cast(concat('b', id) as binary) as bin, array(date'2024-02-29', null) as days, "
+                                      "named_struct('b', cast(concat('b', id) as binary)) as sb")
     df = spark.sql(f"""
         select id, cast(id as double) / 3 as third, 0.1d + 0.2d as sum, cast(id as float) + 0.5f as f,
                if(id = 1, cast('NaN' as double), if(id = 2, cast('-Infinity' as double), 0.0d)) as odd,
-               cast(id * 1.25 as decimal(20, 6)) as dec, concat('n', id, ',;é') as str,
+               cast(id * 1.25 as decimal(20, 6)) as dec, concat('n', id, ',;"é') as str,
                timestamp_millis(1767225600001 + id) as ts, cast(timestamp_millis(-1 - id) as timestamp_ntz) as ntz,
                date_add(date'1969-12-30', cast(id as int)) as day, id % 2 = 0 as flag, cast(null as string) as nothing
                {nested}

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from compress import compressing
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     DateType,
     DoubleType,
@@ -214,6 +215,11 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
     (['{"a": 1, "x": "2024-02-29", "y": "YjA="}', '{"a": 2, "x": null, "y": null}',
       '{"a": 3, "x": "2024-02-30", "y": "YjA="}', '{"a": 4, "x": "2024-01-01", "y": "b0!"}'],
      (DateType(), BinaryType()), [(1, "2024-02-29", "b'b0'"), (2, "None", "None")], [3, 4]),
+    # ... inside arrays and structs too
+    (['{"a": 1, "x": ["2024-02-29", null], "y": {"b": "YjA="}}', '{"a": 2, "x": null, "y": {"b": null}}',
+      '{"a": 3, "x": ["2024-02-30"], "y": null}', '{"a": 4, "x": [], "y": {"b": "b0!"}}'],
+     (ArrayType(DateType()), StructType([StructField("b", BinaryType())])),
+     [(1, "[datetime.date(2024, 2, 29), None]", "{'b': b'b0'}"), (2, "None", "{'b': None}")], [3, 4]),
     # NaN and the infinities as strings
     (['{"a": 1, "x": 0.5, "y": 1.5}', '{"a": 2, "x": "NaN", "y": "-Infinity"}',
       '{"a": 3, "x": "Infinity", "y": null}', '{"a": 4, "x": "nan?", "y": 1}'],

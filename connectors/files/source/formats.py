@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
@@ -270,17 +271,17 @@ def _data_lines(block: bytes, skip: int) -> list[tuple[int, str]]:
 
 
 class JsonParser:
-    """JSON lines through pyarrow's reader. Dates and binary values are JSON strings
-    (``yyyy-MM-dd`` and base64, as Spark writes them), which that reader converts to neither:
-    it reads them as strings, converted here; a value that does not convert makes its line
-    malformed. So are NaN and the infinities of a double or float column (``"NaN"``,
+    """JSON lines through pyarrow's reader. Dates and binary values, at any depth, are JSON
+    strings (``yyyy-MM-dd`` and base64, as Spark writes them), which that reader converts to
+    neither: it reads them as strings, converted here; a value that does not convert makes its
+    line malformed. So are NaN and the infinities of a double or float column (``"NaN"``,
     ``"Infinity"``, ``"-Infinity"``), which that reader takes nowhere a number goes: a line that
     fails is read again with them as nulls, then set."""
 
     def __init__(self, spec: ReadSpec):
         self.schema = spec.data_schema
         self.encoding = spec.encoding
-        self.wire = pa.schema([f.with_type(pa.string()) if _json_string_of(f.type) else f for f in self.schema])
+        self.wire = pa.schema([f.with_type(_wire_type(f.type)) for f in self.schema])
         self.floats = [f.name for f in self.schema if pa.types.is_floating(f.type)]
 
     def _read(self, block: bytes) -> pa.Table:
@@ -291,8 +292,7 @@ class JsonParser:
         )
         if self.wire == self.schema:
             return table
-        columns = [_from_json_string(column, field.type) if _json_string_of(field.type) else column
-                   for column, field in zip(table.columns, self.schema)]
+        columns = [_from_wire(column.combine_chunks(), field.type) for column, field in zip(table.columns, self.schema)]
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
@@ -341,13 +341,41 @@ class JsonParser:
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as Spark's json writer puts them
 
 
-def _json_string_of(kind: pa.DataType) -> bool:
-    return pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+def _wire_type(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every date and binary, at any depth, as the JSON string it is written as."""
+    if pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pa.string()
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_wire_type(field.type)) for field in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(kind.key_field.with_type(_wire_type(kind.key_type)),
+                       kind.item_field.with_type(_wire_type(kind.item_type)))  # fmt: skip
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        make = pa.list_ if pa.types.is_list(kind) else pa.large_list
+        return make(kind.value_field.with_type(_wire_type(kind.value_type)))
+    return kind
 
 
-def _from_json_string(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
+def _from_wire(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    """``column``, read as ``_wire_type(kind)``, as ``kind``: ArrowInvalid where a string is no
+    date or no base64."""
+    if column.type == kind:
+        return column
     if pa.types.is_date(kind):
-        return column.cast(kind)  # ArrowInvalid for a string that is no date
+        return column.cast(kind)
+    if pa.types.is_struct(kind):
+        children = [_from_wire(column.field(i), field.type) for i, field in enumerate(kind)]
+        return pa.StructArray.from_arrays(children, fields=list(kind), mask=column.is_null())
+    if pa.types.is_map(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        # from_arrays takes no null bitmap with sliced offsets: offsets from 0 over the values used
+        first, last = column.offsets[0].as_py(), column.offsets[-1].as_py()
+        offsets, mask = pc.subtract(column.offsets, first), column.is_null()
+        if pa.types.is_map(kind):
+            keys = _from_wire(column.keys.slice(first, last - first), kind.key_type)
+            items = _from_wire(column.items.slice(first, last - first), kind.item_type)
+            return pa.MapArray.from_arrays(offsets, keys, items, kind, mask=mask)
+        values = _from_wire(column.values.slice(first, last - first), kind.value_type)
+        return type(column).from_arrays(offsets, values, kind, mask=mask)
     try:
         return pa.array([None if v is None else base64.b64decode(v, validate=True) for v in column.to_pylist()], kind)
     except binascii.Error as exc:
