@@ -20,7 +20,9 @@ from pyspark.sql.types import (
     DateType,
     DoubleType,
     FloatType,
+    IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -220,6 +222,11 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
       '{"a": 3, "x": ["2024-02-30"], "y": null}', '{"a": 4, "x": [], "y": {"b": "b0!"}}'],
      (ArrayType(DateType()), StructType([StructField("b", BinaryType())])),
      [(1, "[datetime.date(2024, 2, 29), None]", "{'b': b'b0'}"), (2, "None", "{'b': None}")], [3, 4]),
+    # maps, which pyarrow's reader cannot read; JSON keys are strings whatever the key type
+    (['{"a": 1, "x": {"k": "2024-02-29"}, "y": {"1": 5}}', '{"a": 2, "x": null, "y": {}}',
+      '{"a": 3, "x": {"k": "2024-02-30"}, "y": null}', '{"a": 4, "x": {}, "y": {"one": 1}}', '{"a": 5, "x": [1]}'],
+     (MapType(StringType(), DateType()), MapType(IntegerType(), LongType())),
+     [(1, "[('k', datetime.date(2024, 2, 29))]", "[(1, 5)]"), (2, "None", "[]")], [3, 4, 5]),
     # NaN and the infinities as strings
     (['{"a": 1, "x": 0.5, "y": 1.5}', '{"a": 2, "x": "NaN", "y": "-Infinity"}',
       '{"a": 3, "x": "Infinity", "y": null}', '{"a": 4, "x": "nan?", "y": 1}'],
@@ -233,6 +240,20 @@ def test_json_values_as_spark_writes_them(tmp_path, lines, types, good, bad):
     rows = read_all(str(path), schema, fileFormat="json")
     assert [(r["a"], str(r["x"]), str(r["y"])) for r in rows if r["_corrupt_record"] is None] == good
     assert [json.loads(r["_corrupt_record"])["a"] for r in rows if r["_corrupt_record"] is not None] == bad
+
+
+def test_a_null_in_a_column_declared_not_nullable_names_it(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text('{"a": 1, "b": "x"}\n{"a": "one", "b": "y"}\n')
+    schema = StructType([StructField("a", LongType(), nullable=False), StructField("b", StringType())])
+    with pytest.raises(ValueError, match=rf"{path} has records without a value for column 'a' .* declare it nullable"):
+        read_all(str(path), schema, fileFormat="json")
+
+
+def test_csv_escape_same_as_quote_reads_rfc_4180(tmp_path):
+    path = tmp_path / "rfc.csv"
+    path.write_text('1,"a""b"\n2,"c\\"\n')
+    assert read_all(str(path), AB, fileFormat="csv", escape='"') == [{"a": 1, "b": 'a"b'}, {"a": 2, "b": "c\\"}]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -222,7 +222,8 @@ class CsvParser:
         self.spec = spec
         self.schema = spec.data_schema
         self.parse_options = dict(
-            delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape,
+            # escape = quote: RFC 4180's doubled quote, which double_quote reads
+            delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape != spec.quote and spec.escape,
             double_quote=True, newlines_in_values=False, ignore_empty_lines=True,
         )
 
@@ -276,15 +277,23 @@ class JsonParser:
     neither: it reads them as strings, converted here; a value that does not convert makes its
     line malformed. So are NaN and the infinities of a double or float column (``"NaN"``,
     ``"Infinity"``, ``"-Infinity"``), which that reader takes nowhere a number goes: a line that
-    fails is read again with them as nulls, then set."""
+    fails is read again with them as nulls, then set. Maps, which that reader cannot read at
+    all, make every line go through Python's json first, several times slower."""
 
     def __init__(self, spec: ReadSpec):
         self.schema = spec.data_schema
         self.encoding = spec.encoding
         self.wire = pa.schema([f.with_type(_wire_type(f.type)) for f in self.schema])
         self.floats = [f.name for f in self.schema if pa.types.is_floating(f.type)]
+        self.maps = pa.struct(list(self.schema)) if any(_has_map(f.type) for f in self.schema) else None
 
     def _read(self, block: bytes) -> pa.Table:
+        if self.maps is not None:  # each line through Python: maps as lists of entries (_wire_type)
+            try:
+                lines = [json.dumps(_entries(json.loads(line), self.maps)) for line in block.splitlines() if line.strip()]
+            except ValueError as exc:
+                raise pa.ArrowInvalid(f"not JSON: {exc}") from None
+            block = "\n".join(lines).encode()
         table = pajson.read_json(
             io.BytesIO(block),
             read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(block), 1) + 1),
@@ -342,14 +351,14 @@ _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  #
 
 
 def _wire_type(kind: pa.DataType) -> pa.DataType:
-    """``kind`` with every date and binary, at any depth, as the JSON string it is written as."""
+    """``kind`` as pyarrow's json reader reads it: every date and binary, at any depth, as the
+    JSON string it is written as, and every map as a list of its entries."""
     if pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         return pa.string()
     if pa.types.is_struct(kind):
         return pa.struct([field.with_type(_wire_type(field.type)) for field in kind])
-    if pa.types.is_map(kind):
-        return pa.map_(kind.key_field.with_type(_wire_type(kind.key_type)),
-                       kind.item_field.with_type(_wire_type(kind.item_type)))  # fmt: skip
+    if pa.types.is_map(kind):  # which that reader cannot read: as entries (see _entries)
+        return pa.list_(pa.struct([("key", pa.string()), ("value", _wire_type(kind.item_type))]))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         make = pa.list_ if pa.types.is_list(kind) else pa.large_list
         return make(kind.value_field.with_type(_wire_type(kind.value_type)))
@@ -370,16 +379,40 @@ def _from_wire(column: pa.Array, kind: pa.DataType) -> pa.Array:
         # from_arrays takes no null bitmap with sliced offsets: offsets from 0 over the values used
         first, last = column.offsets[0].as_py(), column.offsets[-1].as_py()
         offsets, mask = pc.subtract(column.offsets, first), column.is_null()
-        if pa.types.is_map(kind):
-            keys = _from_wire(column.keys.slice(first, last - first), kind.key_type)
-            items = _from_wire(column.items.slice(first, last - first), kind.item_type)
+        values = column.values.slice(first, last - first)
+        if pa.types.is_map(kind):  # JSON keys are strings: "1" for an int key
+            keys, key_type = values.field(0), kind.key_type
+            keys = _from_wire(keys, key_type) if _wire_type(key_type) == pa.string() else keys.cast(key_type)
+            items = _from_wire(values.field(1), kind.item_type)
             return pa.MapArray.from_arrays(offsets, keys, items, kind, mask=mask)
-        values = _from_wire(column.values.slice(first, last - first), kind.value_type)
+        values = _from_wire(values, kind.value_type)
         return type(column).from_arrays(offsets, values, kind, mask=mask)
     try:
         return pa.array([None if v is None else base64.b64decode(v, validate=True) for v in column.to_pylist()], kind)
     except binascii.Error as exc:
         raise pa.ArrowInvalid(f"not base64: {exc}") from None
+
+
+def _has_map(kind: pa.DataType) -> bool:
+    if pa.types.is_map(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_has_map(field.type) for field in kind)
+    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _has_map(kind.value_type)
+
+
+def _entries(value: Any, kind: pa.DataType) -> Any:
+    """A parsed JSON value with every object that is a map of ``kind`` as a list of
+    ``{"key": ..., "value": ...}`` entries; anything not of its type stays as it is, for the
+    reader to refuse."""
+    if pa.types.is_map(kind) and isinstance(value, dict):
+        return [{"key": k, "value": _entries(v, kind.item_type)} for k, v in value.items()]
+    if pa.types.is_struct(kind) and isinstance(value, dict):
+        fields = {field.name: field.type for field in kind}
+        return {k: _entries(v, fields[k]) if k in fields else v for k, v in value.items()}
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and isinstance(value, list):
+        return [_entries(v, kind.value_type) for v in value]
+    return value
 
 
 PARSERS: dict[str, Callable[[ReadSpec], TextParser | CsvParser | JsonParser]] = {
@@ -409,6 +442,13 @@ class BatchBuilder:
                 arrays.append(cast_array(table.column(field.name).combine_chunks(), field.type))
             else:
                 arrays.append(pa.nulls(rows, field.type))
+        for field, array in zip(self.spec.schema, arrays):
+            if not field.nullable and array.null_count:  # Spark would fail on it with no word of where
+                raise ValueError(
+                    f"connectors.files: {self.split.path} has records without a value for column {field.name!r} "
+                    "(a missing value or a malformed record), which the schema declares not nullable: declare it "
+                    "nullable (Spark's own file sources read every column as nullable)"
+                )
         return pa.RecordBatch.from_arrays(arrays, schema=self.spec.schema)
 
     def malformed(self, records: list[Malformed]) -> pa.RecordBatch:

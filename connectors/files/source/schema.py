@@ -122,7 +122,8 @@ class SchemaInference:
                 io.BytesIO(_sample(file, config.storage_options)),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if config.header else 0, encoding=config.encoding),
                 parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote,
-                                                 escape_char=config.escape, invalid_row_handler=lambda row: "skip"),
+                                                 escape_char=config.escape != config.quote and config.escape,
+                                                 invalid_row_handler=lambda row: "skip"),
                 convert_options=pacsv.ConvertOptions(null_values=[config.null_value]),
             )
             schemas.append(table.schema)
