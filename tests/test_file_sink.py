@@ -122,13 +122,16 @@ def test_foreach_batch_json_by_column_matches_spark_layout(spark, tmp_path):
     assert sorted((r.value, int(r.k)) for r in rows) == [(v, v % 3) for v in range(3000)]
 
 
-@pytest.mark.parametrize("fmt", ["json", "csv"])
+@pytest.mark.parametrize("fmt", ["json", "csv", "csv-rfc4180"])
 def test_row_parts_read_back_by_spark_to_the_same_values(spark, tmp_path, fmt):
     """Every Spark type a row format holds through our parts and Spark's reader, given the schema:
     exact doubles, NaN and infinities, decimals, dates and timestamps, and in json arrays with
     nulls, maps and binary, survive; a double column of whole numbers is still inferred as double.
-    (csv strings here hold no quotes: ours are RFC 4180's, Spark's reader escapes with a backslash.)"""
-    text = "concat('n\\\\', id, ',;é')" if fmt == "csv" else "concat('n\"\\\\', id, char(1), 'é')"
+    csv strings hold quotes and backslashes, read with Spark's default ``escape`` and with RFC 4180's."""
+    text = ("concat('n\"\\\\', id, ',;é', if(id = 3, '\\\\', ''))" if fmt.startswith("csv")
+            else "concat('n\"\\\\', id, char(1), 'é')")  # a backslash last, before the closing quote
+    options = {"escape": '"'} if fmt == "csv-rfc4180" else {}
+    fmt = fmt.split("-")[0]
     nested = "" if fmt == "csv" else (", array(id, null) as arr, named_struct('a', id, 'b', array('x', null)) as st, "
                                       "if(id = 0, null, map('k', id, 'j', null)) as m, cast(concat('b', id) as binary) as bin")
     df = spark.sql(f"""
@@ -141,14 +144,16 @@ def test_row_parts_read_back_by_spark_to_the_same_values(spark, tmp_path, fmt):
                {nested}
         from range(4)""")
     out = tmp_path / "out"
-    df.write.format("connectors.files").option("fileFormat", fmt).option("bucketAssigner", "basePath").mode(
-        "append").save(str(out))
+    df.write.format("connectors.files").option("fileFormat", fmt).option("bucketAssigner", "basePath").options(
+        **options).mode("append").save(str(out))
 
     def rows(frame) -> list[str]:  # as text: NaN equals itself there
         return [str(r) for r in sorted(frame.collect(), key=lambda r: r.id)]
 
-    assert rows(spark.read.schema(df.schema).format(fmt).load(str(out))) == rows(df)
-    inferred = dict(spark.read.format(fmt).option("inferSchema", "true").load(str(out)).dtypes)
+    assert rows(spark.read.schema(df.schema).format(fmt).options(**options).load(str(out))) == rows(df)
+    ours = spark.read.format("connectors.files").schema(df.schema).option("fileFormat", fmt).options(**options)
+    assert rows(ours.load(str(out))) == rows(df)
+    inferred = dict(spark.read.format(fmt).option("inferSchema", "true").options(**options).load(str(out)).dtypes)
     assert inferred["whole" if fmt == "json" else "_c4"] == "double"
 
 

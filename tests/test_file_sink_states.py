@@ -385,9 +385,9 @@ def test_csv_refuses_what_it_cannot_hold_at_query_start(data_type):
 def test_text_lines_are_the_values_and_a_newline_each(string_type):
     values = pa.array(["a", None, "", "é,\"x\"", "z"], string_type)
     batch = pa.record_batch([values], names=["value"])
-    assert encode_rows(batch, "text", ",") == "a\n\n\né,\"x\"\nz\n".encode()
-    assert encode_rows(batch.slice(1, 3), "text", ",") == "\n\né,\"x\"\n".encode()
-    assert encode_rows(batch.slice(0, 0), "text", ",") == b""
+    assert encode_rows(batch, "text") == "a\n\n\né,\"x\"\nz\n".encode()
+    assert encode_rows(batch.slice(1, 3), "text") == "\n\né,\"x\"\n".encode()
+    assert encode_rows(batch.slice(0, 0), "text") == b""
 
 
 def test_date_time_pattern_and_directory_values():
@@ -421,6 +421,8 @@ def test_date_time_pattern_and_directory_values():
         ({"header": "yes"}, "option 'header' = 'yes': expected true or false"),
         ({"header": "true"}, "option 'header' = True: applies only to fileFormat csv, not text"),
         ({"fileFormat": "json", "sep": ";"}, "option 'sep' = ';': applies only to fileFormat csv, not json"),
+        ({"fileFormat": "csv", "sep": ";", "escape": ";"}, "option 'escape' = ';': must not be the separator or a line"),
+        ({"fileFormat": "json", "escape": '"'}, "option 'escape' = '\"': applies only to fileFormat csv, not json"),
         ({"fileFormat": "parquet", "autoCompaction": "true"}, "option 'autoCompaction' = True: fileFormat 'parquet' is a bulk format"),
     ],
 )

@@ -11,20 +11,19 @@ gzip), so compaction can leave it out of every part but the first.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 from typing import BinaryIO, Protocol
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
+from connectors.files.sink.csv_lines import CsvDialect, csv_lines, header_line
 from connectors.files.sink.json_lines import json_lines
-from connectors.files.sink.texts import float_texts, lines
+from connectors.files.sink.texts import lines
 
 
 class PartEncoder(Protocol):
@@ -45,11 +44,11 @@ def _compressed(data: bytes, codec: str) -> bytes:
 class RowEncoder:
     """text / csv / json lines, optionally gzip: bytes are written as each batch arrives."""
 
-    def __init__(self, handle: BinaryIO, file_format: str, codec: str, sep: str):
-        self.handle, self.file_format, self.codec, self.sep = handle, file_format, codec, sep
+    def __init__(self, handle: BinaryIO, file_format: str, codec: str, dialect: CsvDialect):
+        self.handle, self.file_format, self.codec, self.dialect = handle, file_format, codec, dialect
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.sep), self.codec))
+        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.dialect), self.codec))
 
     def close(self) -> None:
         pass
@@ -90,34 +89,24 @@ class ParquetEncoder:
         self.writer.close()
 
 
-def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, sep: str) -> PartEncoder:
+def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, dialect: CsvDialect) -> PartEncoder:
     if file_format == "parquet":
         return ParquetEncoder(handle, schema, codec)
     if file_format == "avro":
         return AvroEncoder(handle, schema, codec)
-    return RowEncoder(handle, file_format, codec, sep)
+    return RowEncoder(handle, file_format, codec, dialect)
 
 
-def csv_header(columns: list[str], sep: str, codec: str) -> bytes:
+def csv_header(columns: list[str], dialect: CsvDialect, codec: str) -> bytes:
     """The bytes a csv part starts with: the column names as one line (one gzip member)."""
-    empty = pa.table([pa.array([], pa.string()) for _ in columns], names=columns)
-    out = io.BytesIO()
-    pacsv.write_csv(empty, out, pacsv.WriteOptions(include_header=True, delimiter=sep))
-    return _compressed(out.getvalue(), codec)
+    return _compressed(header_line(columns, dialect), codec)
 
 
-def encode_rows(batch: pa.RecordBatch, file_format: str, sep: str) -> bytes:
+def encode_rows(batch: pa.RecordBatch, file_format: str, dialect: CsvDialect = CsvDialect()) -> bytes:
     if file_format == "text":  # null as an empty line, as Spark's text sink writes it
         return lines(batch.column(0).fill_null(""))
     if file_format == "csv":
-        out = io.BytesIO()
-        # Arrow writes nan and inf, which Spark's csv reader refuses
-        columns = [float_texts(column) if pa.types.is_floating(column.type) else column for column in batch.columns]
-        batch = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
-        # the whole batch as one chunk: Arrow's default of 1,024 rows took a fifth longer (docs/file-sink.md)
-        options = pacsv.WriteOptions(include_header=False, delimiter=sep, batch_size=max(batch.num_rows, 1))
-        pacsv.write_csv(batch, out, options)
-        return out.getvalue()
+        return csv_lines(batch, dialect)
     return json_lines(batch)
 
 

@@ -19,6 +19,7 @@ from connectors.core.options import (
     single_char,
 )
 from connectors.files import FORMAT
+from connectors.files.sink.csv_lines import CsvDialect
 from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone, strftime_pattern
 from connectors.files.sink.rolling import (
     DEFAULT_INTERVAL,
@@ -61,6 +62,10 @@ class FileSinkOptions(Options):
     header: bool = option("header", parse_bool, default=False, doc="csv: start each part file with the column names")
     sep: str | None = option("sep", default=None, checks=[single_char], doc="csv field separator (default ,)")
     delimiter: str | None = option("delimiter", default=None, checks=[single_char], doc="alias of sep")
+    escape: str | None = option(
+        "escape", default=None, checks=[single_char],
+        doc='csv: escapes the quote (and itself) inside quotes (default \\, as Spark\'s; " for RFC 4180)',
+    )
     auto_compaction: bool | None = option(
         "autoCompaction", parse_bool, default=None,
         doc="row formats: parts of a bucket that roll together are published as one file of at most partSize "
@@ -119,11 +124,15 @@ class FileSinkOptions(Options):
         allowed = {"parquet": PARQUET_CODECS, "avro": AVRO_CODECS}.get(self.file_format, ())
         if self.compression is not None and bulk and self.compression not in allowed:
             raise self.error("compression", f"{self.file_format} takes {', '.join(allowed)}")
-        for name, value in (("header", self.header or None), ("sep", self.sep), ("delimiter", self.delimiter)):
+        csv_options = (("header", self.header or None), ("sep", self.sep), ("delimiter", self.delimiter),
+                       ("escape", self.escape))  # fmt: skip
+        for name, value in csv_options:
             if value is not None and self.file_format != "csv":
                 raise self.error(name, f"applies only to fileFormat csv, not {self.file_format}")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
+        if self.escape is not None and (self.escape == self.csv_dialect.sep or self.escape in "\r\n"):
+            raise self.error("escape", "must not be the separator or a line break")
         if self.auto_compaction and bulk:
             raise self.error(
                 "autoCompaction", f"fileFormat {self.file_format!r} is a bulk format: parts cannot be concatenated"
@@ -138,8 +147,8 @@ class FileSinkOptions(Options):
         return self.rolling_policy or ("onCheckpoint" if self.file_format in BULK_FORMATS else "default")
 
     @property
-    def separator(self) -> str:
-        return self.sep or self.delimiter or ","
+    def csv_dialect(self) -> CsvDialect:
+        return CsvDialect(self.sep or self.delimiter or ",", self.escape or "\\")
 
     @property
     def compacts(self) -> bool:
