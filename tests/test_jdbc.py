@@ -58,17 +58,32 @@ SCALARS = StructType([
     StructField("b", BooleanType()), StructField("i", ShortType()), StructField("l", LongType()),
     StructField("f", FloatType()), StructField("d", DoubleType()), StructField("dec", DecimalType(12, 3)),
     StructField("s", StringType()), StructField("dt", DateType()), StructField("ts", TimestampType()),
-    StructField("ntz", TimestampNTZType()),
+    StructField("ntz", TimestampNTZType()), StructField("f8", FloatType()),
 ])  # fmt: skip
 SCALAR_ROWS = [
     (True, 7, 2**62, 0.5, 0.1 + 0.2, Decimal("-12.345"), 'a,"b"\nc\\d', dt.date(2024, 2, 29),
-     dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
+     dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC), dt.datetime(2024, 1, 2, 3, 4, 5, 6), 0.10000000149011612),
     (False, -1, -5, float("inf"), float("nan"), Decimal("0.000"), "", dt.date(1970, 1, 1),
-     dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC), dt.datetime(2000, 1, 1)),
-    (None,) * 10,
+     dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC), dt.datetime(2000, 1, 1), 3.4028234663852886e38),
+    (None,) * 11,
 ]  # fmt: skip
 SCALAR_DDL = """b boolean, i smallint, l bigint, f real, d double precision, dec numeric(12,3), s text, dt date,
-                ts timestamptz, ntz timestamp"""
+                ts timestamptz, ntz timestamp, f8 double precision"""  # f8: a float's exact value (0.1f is not 0.1)
+
+
+# into jsonb as Spark's to_json writes it, with every digit; a map within a struct is an object too
+OBJECT = StructType([
+    StructField("k", StringType()), StructField("n", DecimalType(20, 10)), StructField("f", DoubleType()),
+    StructField("t", TimestampNTZType()), StructField("b", BinaryType()),
+    StructField("m", MapType(StringType(), DateType())),
+])  # fmt: skip
+OBJECT_ROWS = [("v", Decimal("12.3456789012"), float("nan"), dt.datetime(2024, 1, 2, 3, 4, 5, 6), b"\x00\xff",
+                {"x": dt.date(1, 1, 1)}), ("", None, float("-inf"), None, None, {})]  # fmt: skip
+OBJECT_JSON = [
+    {"k": "v", "n": 12.3456789012, "f": "NaN", "t": "2024-01-02T03:04:05.000006", "b": "AP8=",
+     "m": {"x": "0001-01-01"}},
+    {"k": "", "n": None, "f": "-Infinity", "t": None, "b": None, "m": {}},
+]
 
 
 def same(a, b) -> bool:
@@ -78,19 +93,19 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("path", [pytest.param("binary-copy", marks=pytest.mark.smoke), "csv-copy", "insert"])
 def test_batch_append_round_trips_every_type(spark, postgres_dsn, pg, unique, path):
     schema, data, ddl = SCALARS, SCALAR_ROWS, SCALAR_DDL
-    if path == "binary-copy":  # numeric has no binary encoding here: without it, COPY is binary
-        keep = [i for i, name in enumerate(SCALARS.names) if name != "dec"]
-        schema = StructType([SCALARS.fields[i] for i in keep])
-        data = [tuple(row[i] for i in keep) for row in SCALAR_ROWS]
-        ddl = SCALAR_DDL.replace("dec numeric(12,3), ", "")
+    if path == "csv-copy":  # a string into uuid has no binary form: with it, COPY is CSV
+        schema = StructType([*SCALARS.fields, StructField("u", StringType())])
+        uuids = ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "00000000-0000-0000-0000-000000000000", None]
+        data = [(*row, u) for row, u in zip(SCALAR_ROWS, uuids, strict=True)]
+        ddl += ", u uuid"
     if path == "insert":  # binary, arrays and JSON take the multi-row INSERT path instead of COPY
         schema = StructType([*SCALARS.fields, StructField("bin", BinaryType()), StructField("arr", ArrayType(IntegerType())),
-                             StructField("obj", StructType([StructField("k", StringType())])),
+                             StructField("obj", OBJECT),
                              StructField("m", MapType(StringType(), LongType()))])  # fmt: skip
         data = [
-            (*SCALAR_ROWS[0], b"\x00\xff,", [1, None, 3], ("v",), {"x": 1}),
-            (*SCALAR_ROWS[1], b"", [], ("",), {}),
-            (None,) * 14,
+            (*SCALAR_ROWS[0], b"\x00\xff,", [1, None, 3], OBJECT_ROWS[0], {"x": 1}),
+            (*SCALAR_ROWS[1], b"", [], OBJECT_ROWS[1], {}),
+            (None,) * 15,
         ]
         ddl += ", bin bytea, arr integer[], obj jsonb, m json"
     pg.execute(f"CREATE TABLE {unique} (row_no serial, {ddl})")
@@ -99,8 +114,8 @@ def test_batch_append_round_trips_every_type(spark, postgres_dsn, pg, unique, pa
     got = rows(pg, f"SELECT {names} FROM {unique} ORDER BY row_no")
     expected = [list(r) for r in data]
     if path == "insert":
-        expected[0][10:] = [b"\x00\xff,", [1, None, 3], {"k": "v"}, {"x": 1}]
-        expected[1][10:] = [b"", [], {"k": ""}, {}]
+        expected[0][11:] = [b"\x00\xff,", [1, None, 3], OBJECT_JSON[0], {"x": 1}]
+        expected[1][11:] = [b"", [], OBJECT_JSON[1], {}]
     for got_row, want in zip(got, expected, strict=True):
         got_row = [bytes(v) if isinstance(v, memoryview) else v for v in got_row]
         diffs = [(n, g, w) for n, g, w in zip(schema.names, got_row, want, strict=True) if not same(g, w)]

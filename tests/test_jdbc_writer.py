@@ -4,6 +4,7 @@ a restarted server, exactly-once skips, constraint violations."""
 
 from __future__ import annotations
 
+import decimal
 import glob
 import logging
 import os
@@ -19,6 +20,7 @@ import psycopg2
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
+    DateType,
     DecimalType,
     FloatType,
     LongType,
@@ -275,8 +277,50 @@ def test_copy_is_binary_when_every_column_has_a_binary_form(postgres_dsn, pg, un
     assert "FORMAT csv" in plan.statement.sql
 
 
+def test_decimals_with_a_fraction_round_into_integer_columns(postgres_dsn, pg, unique):
+    # COPY's integer input refuses "5.00": the INSERT path rounds it, as Spark's jdbc writer does
+    pg.execute(f"CREATE TABLE {unique} (n integer)")
+    schema = StructType([StructField("n", DecimalType(10, 2))])
+    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
+    values = [decimal.Decimal(v) for v in ("5.00", "1.50", "-2.50")]
+    batch = pa.RecordBatch.from_pydict({"n": pa.array([*values, None], pa.decimal128(10, 2))})
+    PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
+    pg.execute(f"SELECT n FROM {unique}")
+    assert sorted(pg.fetchall(), key=str) == [(-3,), (2,), (5,), (None,)]
+
+
+@pytest.mark.parametrize(
+    "ddl, options",
+    [
+        ("id bigint, name text", {}),  # binary COPY
+        ("id bigint, name json", {}),  # CSV COPY: the server's error names no column
+        ("id bigint PRIMARY KEY, name text", {"mode": "upsert"}),  # psycopg2 refuses it, naming nothing
+        ("id bigint, name text", {"sql": "INSERT INTO {t} VALUES (:id, :name)"}),
+    ],
+)
+def test_a_nul_character_names_its_column_and_value(postgres_dsn, pg, unique, ddl, options):
+    pg.execute(f"CREATE TABLE {unique} ({ddl})")
+    options = {key: value.replace("{t}", unique) for key, value in options.items()}
+    target = {} if "sql" in options else {"dbtable": unique}
+    _, plan, _ = plan_write({"url": postgres_dsn, **target, **options}, SCHEMA, False)
+    batch = pa.RecordBatch.from_pydict({"id": [1, 2], "name": ['"ok"', '"a\x00b"']})
+    with pytest.raises(JdbcWriteError) as info:
+        PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
+    message = "input column 'name' holds a NUL character (0x00), which PostgreSQL text cannot store: '\"a\\x00b\"'"
+    assert message in str(info.value)
+    assert count(pg, unique) == (0, 0)
+
+
+def test_an_insert_names_a_date_python_cannot_hold(postgres_dsn, pg, unique):
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, d date)")
+    schema = StructType([StructField("id", LongType()), StructField("d", DateType())])
+    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique, "mode": "upsert"}, schema, False)
+    batch = pa.RecordBatch.from_pydict({"id": [1], "d": pa.array([2_932_897], pa.date32())})  # 10000-01-01
+    with pytest.raises(JdbcWriteError, match="input column 'd' holds a value Python cannot represent .*: only COPY"):
+        PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
+
+
 def test_binary_decimals_land_as_the_server_reads_their_text(postgres_dsn, pg, unique):
-    import decimal
     import random
 
     columns = {  # column: (Spark type, PostgreSQL type, digits of the random unscaled values)

@@ -6,13 +6,20 @@ the tasks as plain SQL text; values are only ever sent as COPY data or bound par
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import dataclasses
+import datetime as dt
+import decimal
 import hashlib
+import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 from pyspark.sql.types import StructType
 
@@ -38,6 +45,10 @@ class Statement(Protocol):
 
 class TableChanged(RuntimeError):
     """The table's column types are no longer those the binary COPY was planned for."""
+
+
+class BadValue(ValueError):
+    """A value that cannot be sent, named by its input column."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +78,12 @@ class CopyStatement:
             stream = _CopyStream(iter(chunks), _render_csv)
         try:
             cursor.copy_expert(self.sql, stream)
-        except psycopg2.Error:
+        except psycopg2.Error as exc:
             if stream.error is not None:  # psycopg2 reports a failing read() as a cancelled COPY
                 raise stream.error from None
+            bad = _nul_value(stream.sent) if exc.pgcode == "22021" else None  # CSV's error names no column
+            if bad is not None:
+                raise bad from exc
             raise
 
     def _render_binary(self, chunk: pa.Table) -> bytes:
@@ -101,6 +115,7 @@ class _CopyStream:
         self.chunks, self.render = chunks, render
         self.header, self.trailer = header, trailer
         self.error: BaseException | None = None
+        self.sent: list[pa.Table] = []  # to name a value the server refuses
 
     def read(self, size: int = -1) -> bytes:
         try:
@@ -109,6 +124,7 @@ class _CopyStream:
                 data, self.header, self.trailer = self.header + self.trailer, b"", b""
                 return data
             data, self.header = self.header + self.render(chunk), b""
+            self.sent.append(chunk)
             return data
         except BaseException as exc:
             self.error = exc
@@ -117,20 +133,51 @@ class _CopyStream:
 
 def _render_csv(chunk: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    pa_csv.write_csv(_utc_wall_time(chunk), sink, _CSV)
+    pa_csv.write_csv(_csv_ready(chunk), sink, _CSV)
     return sink.getvalue().to_pybytes()
 
 
-def _utc_wall_time(chunk: pa.Table) -> pa.Table:
-    """``chunk`` with zoned timestamps as their UTC wall time (the same numbers, no zone).
+def _csv_ready(chunk: pa.Table) -> pa.Table:
+    """``chunk`` with zoned timestamps as their UTC wall time (the same numbers, no zone) and
+    floats as doubles.
 
     Arrow formats zoned timestamps through the time zone database, far slower than plain ones;
-    the session's TimeZone is UTC, so the server reads the wall time as the same instant.
+    the session's TimeZone is UTC, so the server reads the wall time as the same instant. A
+    float's shortest text is another number as a double or numeric (0.1f is not 0.1): its double
+    text is the float's exact value, as the binary and INSERT paths send it, and reads back as
+    the same float into ``real``.
     """
     for index, field in enumerate(chunk.schema):
         if pa.types.is_timestamp(field.type) and field.type.tz is not None:
             chunk = chunk.set_column(index, field.name, chunk.column(index).cast(pa.timestamp(field.type.unit)))
+        elif pa.types.is_float32(field.type):
+            chunk = chunk.set_column(index, field.name, chunk.column(index).cast(pa.float64()))
     return chunk
+
+
+def _nul_value(chunks: Iterable[pa.Table]) -> BadValue | None:
+    """The first string holding a NUL character, which PostgreSQL's text types cannot store."""
+    for chunk in chunks:
+        for name, column in zip(chunk.column_names, chunk.columns):
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                found = pc.index(pc.match_substring(column, "\x00"), True).as_py()
+                if found >= 0:
+                    value = column[found].as_py()
+                    return BadValue(f"input column '{name}' holds a NUL character (0x00), which PostgreSQL text "
+                                    f"cannot store: {value[:40]!r}{'...' if len(value) > 40 else ''}")  # fmt: skip
+    return None
+
+
+@contextlib.contextmanager
+def _naming_nul(chunk: pa.Table) -> Iterator[None]:
+    """psycopg2 refuses a string with a NUL without naming it: name its column and value."""
+    try:
+        yield
+    except ValueError as exc:
+        bad = _nul_value([chunk])
+        if bad is None:
+            raise
+        raise bad from exc
 
 
 def to_rows(table: pa.Table) -> list[tuple]:
@@ -138,14 +185,40 @@ def to_rows(table: pa.Table) -> list[tuple]:
     from psycopg2.extras import Json
 
     columns = []
-    for column in table.columns:
-        values = column.to_pylist()
-        if pa.types.is_struct(column.type):
-            values = [None if v is None else Json(v) for v in values]
-        elif pa.types.is_map(column.type):
-            values = [None if v is None else Json(dict(v)) for v in values]
+    for name, column in zip(table.column_names, table.columns):
+        nested = pa.types.is_struct(column.type) or pa.types.is_map(column.type)
+        try:
+            values = column.to_pylist(maps_as_pydicts="strict" if nested else None)  # maps within structs too
+        except (OverflowError, ValueError) as exc:  # a date or timestamp outside years 1-9999
+            raise BadValue(f"input column '{name}' holds a value Python cannot represent ({exc}): only COPY (append "
+                           "without binary, array, struct or map columns) writes years past 9999 or BC") from None
+        if nested:
+            values = [None if v is None else Json(v, _json) for v in values]
         columns.append(values)
     return list(zip(*columns))
+
+
+def _json(value) -> str:
+    """A struct's or map's Python value as JSON, as Spark's ``to_json`` writes it (NaN and infinities
+    as strings, binary in base64) but with every digit: decimals exact, timestamps to the microsecond."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_json(_json_key(k))}: {_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_json, value)) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return '"NaN"' if math.isnan(value) else '"Infinity"' if value > 0 else '"-Infinity"'
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dt.date):  # and datetime
+        return json.dumps(value.isoformat())
+    if isinstance(value, bytes):
+        return json.dumps(base64.b64encode(value).decode())
+    return json.dumps(value)
+
+
+def _json_key(key) -> str:
+    """A map key as a JSON object's name: its JSON text, unquoted."""
+    return key if isinstance(key, str) else _json(key).strip('"')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +240,8 @@ class InsertStatement:
             rows = to_rows(chunk)
             if self.key_indexes:
                 rows = last_per_key(rows, self.key_indexes)
-            execute_values(cursor, self.sql, rows, page_size=len(rows))
+            with _naming_nul(chunk):
+                execute_values(cursor, self.sql, rows, page_size=len(rows))
 
 
 def last_per_key(rows: list[tuple], key_indexes: Sequence[int]) -> list[tuple]:
@@ -194,7 +268,8 @@ class CustomStatement:
 
         for chunk in chunks:
             rows = [tuple(row[i] for i in self.parameter_indexes) for row in to_rows(chunk)]
-            execute_batch(cursor, self.sql, rows, page_size=self.page_size)
+            with _naming_nul(chunk):
+                execute_batch(cursor, self.sql, rows, page_size=self.page_size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,8 +357,8 @@ def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tup
     column_list = sql.SQL(", ").join(map(sql.Identifier, columns))
     name = target.as_string(cursor)
     if config.mode is WriteMode.APPEND:
-        if csv_copyable(schema):
-            base_types = {column.name: column.base_type for column in table.columns}
+        base_types = {column.name: column.base_type for column in table.columns}
+        if all(csv_copyable(f.dataType, base_types[c]) for f, c in zip(schema.fields, columns)):
             formats = tuple(binary_format(f.dataType, base_types[c]) for f, c in zip(schema.fields, columns))
             if all(formats):
                 copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT binary)").format(target, column_list)

@@ -31,7 +31,7 @@ from connectors.core.retry import retry
 from connectors.jdbc import FORMAT
 from connectors.jdbc.exactly_once import Committed, ProgressKey, ProgressTable
 from connectors.jdbc.options import JdbcConnectionOptions, JdbcExecutionOptions
-from connectors.jdbc.statements import Statement
+from connectors.jdbc.statements import BadValue, Statement
 from connectors.testing.faults import fault_point
 
 log = logging.getLogger(__name__)
@@ -227,7 +227,7 @@ class PartitionWriter:
         except Exception as exc:
             import psycopg2
 
-            if isinstance(exc, psycopg2.Error):
+            if isinstance(exc, (psycopg2.Error, BadValue)):
                 raise JdbcWriteError(describe(exc, self.plan.target)) from exc
             raise
 

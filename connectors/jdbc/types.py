@@ -1,5 +1,5 @@
 """The one map from Spark types to PostgreSQL types: which columns a Spark type may be written to
-(checked when the query starts), which pairs have a binary COPY encoding, and which Spark types
+(checked when the query starts), which pairs have a binary COPY encoding, and which pairs
 Arrow's CSV writer renders as COPY reads them.
 
 Strings go to textual types only (text, json, uuid, enums, inet, interval...), not to numbers or
@@ -61,9 +61,15 @@ def accepts(spark: DataType, base_type: str, category: str, element: tuple[str |
     return False
 
 
-def csv_copyable(schema: StructType) -> bool:
-    """Whether Arrow's CSV writer renders every column as PostgreSQL's COPY reads it."""
-    return all(isinstance(field.dataType, _CSV_COPYABLE) for field in schema.fields)
+def csv_copyable(spark: DataType, base_type: str) -> bool:
+    """Whether Arrow's CSV writer renders values of ``spark`` type as COPY reads them into ``base_type``.
+
+    A decimal's text with a fraction digit ("5.00") is no integer's input, which an INSERT rounds
+    (as Spark's jdbc writer does), so that pair takes the INSERT path.
+    """
+    if isinstance(spark, DecimalType) and spark.scale != 0 and base_type in _PG_INT_BYTES:
+        return False
+    return isinstance(spark, _CSV_COPYABLE)
 
 
 def binary_format(spark: DataType, base_type: str) -> str | None:
