@@ -120,15 +120,111 @@ def test_source_reports_a_corrupt_avro_file(spark, tmp_path):
     assert reader.option("ignoreCorruptFiles", "true").load(str(src)).count() == 100
 
 
+def write_avro(path: Path, fields: list[dict], records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        fastavro.writer(handle, {"type": "record", "name": "R", "namespace": "x", "fields": fields}, records)
+
+
+def test_source_reads_named_types_used_twice_enums_times_and_fixed(spark, tmp_path):
+    """Schemas as other tools write them: a named type defined once and then used by name, enums
+    (nullable, in arrays and maps), time-millis / -micros (int and long, as spark_type maps them),
+    fixed, a union with null second, a decimal as fixed."""
+    enum = {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}
+    fields = [{"name": "id", "type": "long"}, {"name": "k", "type": ["null", enum]},
+              {"name": "ks", "type": {"type": "array", "items": "x.Kind"}},
+              {"name": "km", "type": {"type": "map", "values": ["null", "Kind"]}},
+              {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+              {"name": "tu", "type": ["null", {"type": "long", "logicalType": "time-micros"}]},
+              {"name": "f", "type": {"type": "fixed", "name": "F3", "size": 3}},
+              {"name": "s", "type": ["string", "null"]},
+              {"name": "d", "type": {"type": "fixed", "name": "D16", "size": 16, "logicalType": "decimal",
+                                     "precision": 38, "scale": 2}}]
+    write_avro(tmp_path / "src" / "a.avro", fields, [
+        {"id": 1, "k": "B", "ks": ["A", "B"], "km": {"x": None, "y": "A"}, "t": datetime.time(1, 2, 3, 4000),
+         "tu": datetime.time(23, 59, 59, 999999), "f": b"\x00\x01\x02", "s": None, "d": D("-" + "9" * 36 + ".99")},
+        {"id": 2, "k": None, "ks": [], "km": {}, "t": datetime.time(0), "tu": None, "f": b"abc", "s": "",
+         "d": D("0.01")}])
+    df = spark.read.format(FORMAT).option("fileFormat", "avro").load(str(tmp_path / "src"))
+    assert df.schema.simpleString() == ("struct<id:bigint,k:string,ks:array<string>,km:map<string,string>,t:int,"
+                                        "tu:bigint,f:binary,s:string,d:decimal(38,2)>")
+    assert [tuple(r) for r in df.orderBy("id").collect()] == [
+        (1, "B", ["A", "B"], {"x": None, "y": "A"}, 3_723_004, 86_399_999_999, bytearray(b"\x00\x01\x02"), None,
+         D("-" + "9" * 36 + ".99")),
+        (2, None, [], {}, 0, None, bytearray(b"abc"), "", D("0.01"))]
+
+
+def test_source_refuses_a_file_whose_column_would_change_value(spark, tmp_path):
+    """Files of an evolved schema: int -> long and a new column read as Avro promotes them; a
+    column that became text (read as the first file's long: "0042" would become 42) or a double
+    (1.5 would fail as a 'corrupt file') fails naming the file and the column, and ignoreCorruptFiles
+    does not skip it silently."""
+    write_avro(tmp_path / "ok" / "a.avro", [{"name": "id", "type": "long"}, {"name": "n", "type": "int"}],
+               [{"id": 1, "n": 1}])
+    write_avro(tmp_path / "ok" / "b.avro", [{"name": "id", "type": "long"}, {"name": "n", "type": "long"},
+                                             {"name": "new", "type": "string"}], [{"id": 2, "n": 1, "new": "x"}])
+    reader = spark.read.format(FORMAT).option("fileFormat", "avro")
+    got = reader.schema("id long, n long, new string").load(str(tmp_path / "ok")).orderBy("id").collect()
+    assert [tuple(r) for r in got] == [(1, 1, None), (2, 1, "x")]
+    for name, avro_type, value in [("text", "string", "0042"), ("double", "double", 1.5)]:
+        write_avro(tmp_path / name / "a.avro", [{"name": "id", "type": "long"}, {"name": "n", "type": "long"}],
+                   [{"id": 1, "n": 1}])
+        write_avro(tmp_path / name / "b.avro", [{"name": "id", "type": "long"}, {"name": "n", "type": avro_type}],
+                   [{"id": 2, "n": value}])
+        for ignore in ("false", "true"):
+            with pytest.raises(Exception, match=f'b.avro: column \'n\' is "{avro_type}" in the file.s Avro schema, '
+                                                 "which cannot be read as bigint without changing values"):
+                reader.option("ignoreCorruptFiles", ignore).load(str(tmp_path / name)).collect()
+
+
+UTC = datetime.timezone.utc
+D = decimal.Decimal
+# Values a codec can change on the way: 38 digits, high scales, year 1 and 9999, NaN, -0.0, 4-byte UTF-8,
+# nulls inside arrays and maps, a null struct against a struct of nulls, 3 levels of structs.
+EDGE_DDL = ("id int, b byte, s short, d38 decimal(38,0), hi decimal(38,37), d decimal(10,2), ts timestamp, "
+            "ntz timestamp_ntz, day date, f float, x double, str string, bin binary, arr array<int>, "
+            "m map<string,int>, deep struct<a:struct<b:struct<c:int,d:string>>>, st struct<p:int,q:string>, "
+            "ms map<string,struct<p:int>>")
+EDGE_ROWS = [
+    (0, -128, -32768, D("-" + "9" * 38), D("-9." + "9" * 37), D("-12345678.90"),
+     datetime.datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC), datetime.datetime(1, 1, 1, 0, 0, 0, 1), datetime.date(1, 1, 1),
+     float("nan"), float("nan"), "", b"", [], {}, None, None, {}),
+    (1, 127, 32767, D("9" * 38), D("1E-37"), D("-0.01"),
+     datetime.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+     datetime.datetime(9999, 12, 31, 23, 59, 59, 999999),
+     datetime.date(9999, 12, 31), float("inf"), float("-inf"), "😀𝄞é中", b"\x00\xff", [None, 1, None],
+     {"a": None}, {"a": None}, {"p": None, "q": None}, {"k": None}),
+    (2, -1, -1, D("-1"), D("-1E-37"), D("99999999.99"),
+     datetime.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), datetime.datetime(1582, 10, 10, 1, 2, 3, 4),
+     datetime.date(1969, 12, 31), -0.0, -0.0, "\x00", b"\x00", [None], {"": 0}, {"a": {"b": None}},
+     {"p": -1, "q": ""}, {"k": {"p": None}}),
+    (3, *[None] * 14, {"a": {"b": {"c": None, "d": None}}}, None, None),
+]
+
+
+def as_strings(df) -> list[list[str]]:
+    """Every value as Spark prints it (binary in hex): exact, and comparable across sessions in UTC."""
+    columns = [f"hex({f.name})" if f.dataType.simpleString() == "binary" else f"cast({f.name} as string)"
+               for f in df.schema.fields]
+    return sorted([list(row) for row in df.selectExpr(*columns).collect()], key=lambda row: int(row[0]))
+
+
 SPARK_SCRIPT = textwrap.dedent("""
     import json, sys
     from connectors.testing.spark import local_session
-    ours, theirs = sys.argv[1], sys.argv[2]
-    spark = local_session("spark-avro-interop", conf={"spark.jars.packages": sys.argv[3]})
+    ours, theirs, edge = sys.argv[1], sys.argv[2], sys.argv[4]
+    spark = local_session("spark-avro-interop", conf={"spark.jars.packages": sys.argv[3],
+                                                      "spark.sql.session.timeZone": "UTC"})
     df = spark.read.format("avro").option("recursiveFileLookup", "true").load(ours)
     first = df.where("id = 5").first().asDict(recursive=True)
+    edges = spark.read.format("avro").option("recursiveFileLookup", "true").load(edge)
+    columns = [f"hex({f.name})" if f.dataType.simpleString() == "binary" else f"cast({f.name} as string)"
+               for f in edges.schema.fields]
+    edge_values = sorted([list(row) for row in edges.selectExpr(*columns).collect()], key=lambda row: int(row[0]))
+    edges.write.format("avro").save(theirs + "/edge")
     print(json.dumps({"count": df.count(), "ids": df.selectExpr("sum(id)").first()[0],
-                      "schema": df.schema.simpleString(), "first": first}, default=str))
+                      "schema": df.schema.simpleString(), "first": first, "edge": edge_values,
+                      "edge_schema": edges.schema.simpleString()}, default=str))
     source = spark.range(1000).selectExpr("id", "cast(id as string) as name", "id / 4 as amount",
                                           "timestamp_micros(1767225600000000 + id) as at",
                                           "if(id % 2 = 0, null, array(id)) as list")
@@ -138,13 +234,25 @@ SPARK_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_spark_avro_reads_our_parts_and_we_read_its_files(spark, tmp_path):
+@pytest.fixture
+def utc_session(spark):
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    yield spark
+    spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def test_spark_avro_reads_our_parts_and_we_read_its_files(utc_session, tmp_path):
     """Spark's own ``avro`` format (spark-avro), in its own Spark process, reads what our sink
-    wrote; our source reads what Spark's avro writer wrote (snappy and deflate)."""
-    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    wrote; our source reads what Spark's avro writer wrote (snappy and deflate). Edge values
+    come back exactly every way: ours -> Spark, Spark (decimals as fixed) -> ours, ours -> ours."""
+    spark = utc_session
+    ours, theirs, edge = tmp_path / "ours", tmp_path / "theirs", tmp_path / "edge"
     spark.createDataFrame(rows(range(300)), DDL).write.format(FORMAT).options(fileFormat="avro", partSuffix=".avro") \
         .mode("append").save(str(ours))
-    result = subprocess.run([sys.executable, "-c", SPARK_SCRIPT, str(ours), str(theirs), SPARK_AVRO],
+    edges = spark.createDataFrame(EDGE_ROWS, EDGE_DDL)
+    edges.write.format(FORMAT).options(fileFormat="avro", partSuffix=".avro").mode("append").save(str(edge))
+    result = subprocess.run([sys.executable, "-c", SPARK_SCRIPT, str(ours), str(theirs), SPARK_AVRO, str(edge)],
                             capture_output=True, text=True, timeout=600, env={**os.environ})
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
@@ -162,6 +270,12 @@ def test_spark_avro_reads_our_parts_and_we_read_its_files(spark, tmp_path):
         assert got[3].name == "3" and got[3].amount == 0.75 and got[3].list == [3] and got[2].list is None
         assert got[1].at == datetime.datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=datetime.timezone.utc).astimezone(
             ).replace(tzinfo=None)
+
+    expected = as_strings(edges)
+    assert seen["edge"] == expected
+    assert seen["edge_schema"].startswith("struct<id:int,b:int,s:int,d38:decimal(38,0),hi:decimal(38,37),")
+    for path in (edge, theirs / "edge"):
+        assert as_strings(spark.read.format(FORMAT).option("fileFormat", "avro").load(str(path))) == expected
 
 
 def test_a_range_owns_the_block_that_starts_exactly_at_its_start():

@@ -262,6 +262,86 @@ def test_strings_of_every_length_are_encoded_byte_exact(size):
     assert avro.Encoder(avro.parse(schema), array.type).encode(array).to_pylist() == bodies
 
 
+def test_edge_values_are_encoded_byte_exact_and_decoded_back():
+    """Where a codec can change a value: 38-digit decimals (Python's default context rounds to 28
+    digits), decimals as fixed (as Spark and Java tools write them), and millisecond timestamps
+    before 1970 (rounded down, as fastavro and Java's Instant round, not toward 1970)."""
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 0}},
+        {"name": "h", "type": {"type": "fixed", "name": "F", "size": 16, "logicalType": "decimal", "precision": 38,
+                               "scale": 37}},
+        {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "lms", "type": {"type": "long", "logicalType": "local-timestamp-millis"}}]}
+    utc = datetime.timezone.utc
+    rows = [{"d": decimal.Decimal("-" + "9" * 38), "h": decimal.Decimal("-9." + "9" * 37),
+             "ms": datetime.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc),
+             "lms": datetime.datetime(1, 1, 1, 0, 0, 0, 1)},
+            {"d": decimal.Decimal("9" * 38), "h": decimal.Decimal("1E-37"),
+             "ms": datetime.datetime(1, 1, 1, 0, 0, 0, 1001, tzinfo=utc), "lms": datetime.datetime(9999, 12, 31)}]
+    spark_types = pa.struct([("d", pa.decimal128(38, 0)), ("h", pa.decimal128(38, 37)),
+                             ("ms", pa.timestamp("us", "UTC")), ("lms", pa.timestamp("us"))])
+    encoded = avro.Encoder(avro.parse(schema), spark_types).encode(pa.array(rows, spark_types)).to_pylist()
+    assert encoded == fastavro_bodies(schema, rows)
+    decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
+    decoded = decoder._columnar(pa.array(encoded, pa.binary())).to_pylist()
+    assert [(r["d"], r["h"]) for r in decoded] == [(r["d"], r["h"]) for r in rows]
+    assert [r["ms"] for r in decoded] == [datetime.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=utc),
+                                          datetime.datetime(1, 1, 1, 0, 0, 0, 1000, tzinfo=utc)]
+    assert [r["lms"] for r in decoded] == [datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31)]
+
+
+def test_a_named_type_used_twice_times_and_uuids_are_decoded():
+    """A registered schema that defines an enum once and then uses it by name (as Java tools write
+    it), with a time-millis and a uuid: the per-record path (an enum in a union) decodes them."""
+    schema = {"type": "record", "name": "R", "namespace": "x", "fields": [
+        {"name": "k", "type": ["null", {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}]},
+        {"name": "ks", "type": {"type": "array", "items": "x.Kind"}},
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}}]}
+    uuid = "6c5d1b6a-9b1c-4b16-8d1a-3b9f6f0b7a11"
+    rows = [{"k": "B", "ks": ["A"], "t": datetime.time(1, 2, 3, 4000), "u": uuid},
+            {"k": None, "ks": [], "t": datetime.time(0), "u": uuid}]
+    decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
+    values, bad = decoder.decode(pa.array(fastavro_bodies(schema, rows), pa.binary()))
+    assert bad == {} and values.to_pylist() == [{"k": "B", "ks": ["A"], "t": 3_723_004, "u": uuid},
+                                                {"k": None, "ks": [], "t": 0, "u": uuid}]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_default_means_what_avro_says_on_both_paths(columnar):
+    """A reader field the writer lacks gets its default, which Avro gives in the underlying type:
+    milliseconds for timestamp-millis, byte code points for bytes, fixed and decimals (fastavro
+    alone would give microseconds, UTF-8 bytes and fail on a decimal)."""
+    writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    added = [("ms", {"type": "long", "logicalType": "timestamp-millis"}, 1000), ("b", "bytes", "\u00ff"),
+             ("f", {"type": "fixed", "name": "F", "size": 2}, "\u00ff\u0000"),
+             ("d", {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}, "\u0001\u0000")]
+    reader = {**writer, "fields": [*writer["fields"], *({"name": n, "type": t, "default": d} for n, t, d in added)]}
+    decoder = avro.Decoder(json.dumps(writer), avro.parse(reader), avro.arrow_type(avro.parse(reader)))
+    bodies = fastavro_bodies(writer, [{"id": 1}])
+    values = decoder._columnar(pa.array(bodies, pa.binary())) if columnar else decoder._per_record(bodies)[0]
+    assert values.to_pylist() == [{"id": 1, "ms": datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc),
+                                   "b": b"\xff", "f": b"\xff\x00", "d": decimal.Decimal("2.56")}]
+
+
+@pytest.mark.parametrize("avro_type, column, message", [
+    ("int", pa.float64(), "x is double, which its Avro type \"int\" cannot hold exactly"),
+    ("int", pa.int64(), "x is int64, which its Avro type \"int\" cannot hold exactly"),
+    ("float", pa.float64(), "x is double, which"),
+    ("string", pa.int64(), "x is int64, which"),
+    ("long", pa.string(), "x is string, which"),
+    ({"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}, pa.decimal128(10, 4),
+     "x is decimal128\\(10, 4\\), which"),
+    ({"type": "map", "values": "int"}, pa.map_(pa.int32(), pa.int32()), "x has int32 keys, but Avro maps need string"),
+])
+def test_a_column_its_schema_cannot_hold_exactly_is_refused(avro_type, column, message):
+    """A given schema must hold every value of the column: a double is not truncated into an int,
+    a long does not overflow an int, a scale is not cut (as spark-avro's to_avro refuses them)."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "x", "type": avro_type}]}
+    with pytest.raises(avro.AvroError, match=message):
+        avro.Encoder(avro.parse(schema), pa.struct([("x", column)]))
+
+
 def test_misaligned_bodies_are_found_record_by_record():
     """A block has no record boundaries: a body with a byte too many would shift the next one."""
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "string"}]}
@@ -373,6 +453,9 @@ def test_sink_rejects_values_its_schema_cannot_hold(spark, kafka_bootstrap, sche
     nulls = spark.createDataFrame([(("a",),), ((None,),)], "value struct<s:string>")
     with pytest.raises(Exception, match="cannot encode the value with schema id \\d+: s is null in a record"):
         write(nulls, kafka_bootstrap, topic, schema_registry_url, valueSchema=json.dumps(schema))
+    doubles = spark.createDataFrame([((1.5,),)], "value struct<s:double>")
+    with pytest.raises(Exception, match="column .value.: s is double, which its Avro type \"string\" cannot hold"):
+        write(doubles, kafka_bootstrap, topic, schema_registry_url, valueSchema=json.dumps(schema))
 
 
 def test_stream_decodes_in_every_micro_batch(spark, kafka_bootstrap, schema_registry_url, registry, topic, tmp_path):

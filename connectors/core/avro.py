@@ -17,6 +17,7 @@ offsets follow, then each leaf writes its bytes into one buffer at once.
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
 import os
@@ -29,6 +30,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -53,15 +55,22 @@ from pyspark.sql.types import (
 
 from connectors.core.arrow import arrow_schema
 
-__all__ = ["AvroError", "Decoder", "Encoder", "parse", "spark_type", "read_type", "arrow_type", "from_spark",
+__all__ = ["AvroError", "AvroTypeError", "Decoder", "Encoder", "parse", "spark_type", "read_type", "arrow_type",
+           "check_readable", "from_spark",
            "container_header", "container_block", "read_header", "read_varint", "CODECS", "SYNC_SIZE"]
 
 SYNC_SIZE = 16
 MAGIC = b"Obj\x01"
+# For decimals: the default context rounds to 28 digits, and decimals have up to 38.
+_EXACT = decimal.Context(prec=decimal.MAX_PREC)
 
 
 class AvroError(ValueError):
     """A schema that cannot be mapped, or a value that cannot be encoded."""
+
+
+class AvroTypeError(TypeError):
+    """A column whose Avro type does not convert to the type it is read as (not a corrupt file)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,6 +195,44 @@ def _all_nullable(data_type: DataType) -> DataType:
 def arrow_type(schema: Any) -> pa.DataType:
     """The Arrow type of :func:`read_type`, as a Python data source returns it."""
     return arrow_schema(StructType([StructField("v", read_type(schema))])).field("v").type
+
+
+def check_readable(writer: Any, columns: pa.Schema, where: str) -> None:
+    """Refuse a column whose written values its type to read would change or fail on (text read as
+    numbers, numbers as text, a double as a long, a long as an int), as spark-avro refuses them."""
+    written = arrow_type(writer)
+    if not pa.types.is_struct(written):
+        return
+    for column in columns:
+        index = written.get_field_index(column.name)
+        if index >= 0 and not _converts(written.field(index).type, column.type):
+            have = _nullable(writer)[0]["fields"][index]["type"]
+            raise AvroTypeError(f"{where}: column {column.name!r} is {json.dumps(have)} in the file's Avro schema, "
+                                f"which cannot be read as {from_arrow_type(column.type).simpleString()} without "
+                                "changing values (give a schema of its type and cast in the query)")
+
+
+def _converts(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether every value of ``have`` casts to ``want`` as it is: Avro's exact promotions and no more."""
+    kinds = (pa.types.is_struct, pa.types.is_map, pa.types.is_list, pa.types.is_large_list, pa.types.is_timestamp,
+             pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
+    kind = next((k for k in kinds if k(have) and k(want)), None)
+    if have == want or pa.types.is_null(have) or kind is pa.types.is_timestamp:  # local-timestamp as timestamp
+        return True
+    if kind is pa.types.is_struct:
+        return all(_converts(have.field(f.name).type, f.type) for f in want if have.get_field_index(f.name) >= 0)
+    if kind is pa.types.is_map:
+        return _converts(have.key_type, want.key_type) and _converts(have.item_type, want.item_type)
+    if kind in (pa.types.is_list, pa.types.is_large_list):
+        return _converts(have.value_type, want.value_type)
+    if kind in (pa.types.is_integer, pa.types.is_floating):
+        return want.bit_width >= have.bit_width
+    if kind is pa.types.is_decimal:
+        return want.scale == have.scale and want.precision >= have.precision
+    texts = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    if any(t(have) for t in texts):
+        return any(t(want) for t in texts)
+    return pa.types.is_int32(have) and pa.types.is_float64(want)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,11 +402,17 @@ def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> 
 
 
 def _constant(default: Any, schema: Any, target: pa.DataType, count: int) -> pa.Array:
+    """A field's default (given in its underlying Avro type) as ``count`` values of ``target``."""
     inner, _ = _nullable(schema)
     if isinstance(schema, list):  # a union's default is of its first branch
         inner = schema[0]
     if default is not None and _type(inner) in ("bytes", "fixed"):
-        default = default.encode("latin-1")
+        default = default.encode("latin-1")  # a JSON string of code points 0-255, one per byte
+        if _logical(inner) == "decimal":
+            unscaled = int.from_bytes(default, "big", signed=True)
+            default = decimal.Decimal(unscaled).scaleb(-inner.get("scale", 0), _EXACT)
+    if default is not None and _logical(inner) in ("timestamp-millis", "local-timestamp-millis"):
+        default *= 1000  # Arrow's timestamps here are in microseconds
     return pa.array([default] * count, target)
 
 
@@ -370,6 +423,32 @@ def _polars_read(container: bytes) -> pa.StructArray:
     return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
 
 
+_MAPPED_LOGICAL = ("decimal", "date", "timestamp-millis", "timestamp-micros", "local-timestamp-millis",
+                   "local-timestamp-micros")
+
+
+def _for_fastavro(schema: Any, seen: set[str] | None = None) -> Any:
+    """An expanded schema as fastavro takes it back: a named type defined where first used, then
+    referred to by name; logical types that :func:`spark_type` does not map (times, uuid, nanos) as
+    the plain type it makes of them."""
+    seen = set() if seen is None else seen
+    if isinstance(schema, list):
+        return [_for_fastavro(branch, seen) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema["type"] in ("record", "enum", "fixed"):
+        if schema["name"] in seen:
+            return schema["name"]
+        seen.add(schema["name"])
+    plain = {k: v for k, v in schema.items() if k != "logicalType" or v in _MAPPED_LOGICAL}
+    if schema["type"] == "record":
+        plain["fields"] = [{**field, "type": _for_fastavro(field["type"], seen)} for field in schema["fields"]]
+    elif schema["type"] in ("array", "map"):
+        key = "items" if schema["type"] == "array" else "values"
+        plain[key] = _for_fastavro(schema[key], seen)
+    return plain
+
+
 class Decoder:
     """Avro bodies written with ``writer`` -> Arrow values of the ``reader`` schema (``target`` type)."""
 
@@ -378,9 +457,10 @@ class Decoder:
         self.writer = parse(writer_json)
         self.reader, self.target = reader, target
         self.columnar = _polars_can_read(self.writer) and _type(_nullable(self.writer)[0]) == "record"
-        self._fastavro_writer = fastavro.parse_schema(json.loads(writer_json))
-        self._fastavro_reader = fastavro.parse_schema(reader) if reader is not None else None
-        self._header = container_header(writer_json)
+        plain_writer = _for_fastavro(self.writer)
+        self._fastavro_writer = fastavro.parse_schema(plain_writer)
+        self._fastavro_reader = fastavro.parse_schema(_for_fastavro(reader)) if reader is not None else None
+        self._header = container_header(json.dumps(plain_writer))
         self._sizer: Encoder | None = None
 
     def decode(self, bodies: pa.BinaryArray | pa.LargeBinaryArray) -> tuple[pa.Array, dict[int, str]]:
@@ -423,19 +503,30 @@ class Decoder:
         return _resolve(decoded, self.writer, self.reader, self.target)
 
     def _per_record(self, bodies: list[bytes]) -> tuple[pa.Array, dict[int, str]]:
+        """Read with the writer schema, then resolved as the columnar path resolves (fastavro gives the
+        defaults of bytes and millisecond timestamps other values); fastavro resolves the rest."""
+        rows, bad = self._read_each(bodies, None)
+        try:
+            written = pa.array(rows, arrow_type(self.writer))
+            return _resolve(written, self.writer, self.writer if self.reader is None else self.reader, self.target), bad
+        except (_Unresolvable, AvroError, pa.ArrowException):
+            rows, bad = self._read_each(bodies, self._fastavro_reader)
+            return pa.array(rows, self.target), bad
+
+    def _read_each(self, bodies: list[bytes], reader_schema: Any) -> tuple[list, dict[int, str]]:
         rows, bad = [], {}
         reader, writer = fastavro.schemaless_reader, self._fastavro_writer
         for index, body in enumerate(bodies):
             try:
                 stream = io.BytesIO(body)
-                row = reader(stream, writer, self._fastavro_reader)
+                row = reader(stream, writer, reader_schema)
                 if stream.tell() != len(body):
                     raise ValueError(f"{len(body) - stream.tell()} bytes left after the record")
                 rows.append(row)
             except Exception as exc:  # noqa: BLE001 - whatever fastavro raises, the record is bad
                 rows.append(None)
                 bad[index] = f"{type(exc).__name__}: {exc}"
-        return pa.array(rows, self.target), bad
+        return rows, bad
 
 
 # ---------------------------------------------------------------------------------------------
@@ -658,11 +749,11 @@ class _Repeated(_Node):
 
 
 class _Python(_Node):
-    """Values converted one by one in Python (decimals), then written as bytes."""
+    """Values converted one by one in Python (decimals), then written as bytes (``size`` of them: fixed)."""
 
-    def __init__(self, path: str, convert: Callable[[Any], bytes]):
+    def __init__(self, path: str, convert: Callable[[Any], bytes], size: int | None = None):
         self.path, self.convert = path, convert
-        self.inner = _Bytes(path)
+        self.inner = _Bytes(path, size)
 
     def prepare(self, array, present):
         values = [self.convert(v) if v is not None else b"" for v in array.to_pylist()]
@@ -673,24 +764,61 @@ class _Python(_Node):
         self.inner.write(out, pos)
 
 
-def _decimal_bytes(scale: int) -> Callable[[Any], bytes]:
+def _decimal_bytes(scale: int, size: int | None, path: str) -> Callable[[Any], bytes]:
+    """The two's-complement unscaled value: as few bytes as hold it, or exactly ``size`` (a fixed type)."""
     def convert(value) -> bytes:
-        unscaled = int(value.scaleb(scale))
-        return unscaled.to_bytes((unscaled.bit_length() + 8) // 8 or 1, "big", signed=True)
+        unscaled = int(value.scaleb(scale, _EXACT))
+        try:
+            return unscaled.to_bytes(size or (unscaled.bit_length() + 8) // 8, "big", signed=True)
+        except OverflowError:
+            raise AvroError(f"{path} is {value}, more than its Avro fixed type's {size} bytes hold") from None
 
     return convert
+
+
+_PER_SECOND = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
 def _int_values(unit: str = "us") -> Callable[[pa.Array], np.ndarray]:
     """Integers of a column; timestamps in ``unit`` (the Avro logical type's), dates in days."""
     def convert(array: pa.Array) -> np.ndarray:
-        if pa.types.is_timestamp(array.type):
-            array = array.cast(pa.timestamp(unit, array.type.tz), safe=False).cast(pa.int64())
-        elif pa.types.is_date(array.type):
-            array = array.cast(pa.int32())
-        return np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        kind = array.type
+        if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+            array = array.cast(pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
+        values = np.asarray(array.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        return _rescaled(values, kind.unit, unit) if pa.types.is_timestamp(kind) else values
 
     return convert
+
+
+def _rescaled(values: np.ndarray, have: str, want: str) -> np.ndarray:
+    """Timestamps from unit ``have`` to ``want``, rounded down as Java's ``Instant`` rounds (1969's
+    last microsecond is 1969's last millisecond, not 1970's first)."""
+    have_per_second, want_per_second = _PER_SECOND[have], _PER_SECOND[want]
+    if have_per_second > want_per_second:
+        return values // (have_per_second // want_per_second)
+    return values * (want_per_second // have_per_second)
+
+
+def _holds(schema: Any, arrow: pa.DataType) -> bool:
+    """Whether every value of an Arrow type has an exact encoding in an Avro leaf type (as spark-avro's
+    serializer allows: no narrowing, no rounding, no numbers as text)."""
+    kind, logical = _type(schema), _logical(schema)
+    arrow = arrow.value_type if pa.types.is_dictionary(arrow) else arrow
+    if logical == "decimal":
+        return (pa.types.is_decimal(arrow) and arrow.scale == schema.get("scale", 0)
+                and arrow.precision <= schema["precision"])
+    texts = pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
+    binaries = pa.types.is_binary(arrow) or pa.types.is_large_binary(arrow) or pa.types.is_fixed_size_binary(arrow)
+    signed, unsigned = pa.types.is_signed_integer(arrow), pa.types.is_unsigned_integer(arrow)
+    holds = {
+        "null": True, "boolean": pa.types.is_boolean(arrow), "string": texts, "enum": texts,
+        "bytes": binaries or texts, "fixed": binaries,
+        "int": (signed and arrow.bit_width <= 32) or (unsigned and arrow.bit_width <= 16) or pa.types.is_date32(arrow),
+        "long": signed or (unsigned and arrow.bit_width <= 32) or pa.types.is_timestamp(arrow),
+        "float": pa.types.is_floating(arrow) and arrow.bit_width <= 32, "double": pa.types.is_floating(arrow),
+    }
+    return holds.get(kind, False)
 
 
 def _enum_values(symbols: list[str], path: str) -> Callable[[pa.Array], np.ndarray]:
@@ -712,8 +840,12 @@ def _compile(schema: Any, arrow: pa.DataType, path: str) -> _Node:
             raise AvroError(f"{path}: unions of several non-null types cannot be written")
         return _Nullable(_compile(inner, arrow, path), schema.index("null"))
     kind, logical = _type(schema), _logical(schema)
+    if kind not in ("record", "array", "map") and not _holds(schema, arrow):
+        raise AvroError(f"{path or 'the value'} is {arrow}, which its Avro type {json.dumps(schema)} "
+                        "cannot hold exactly")
     if logical == "decimal":
-        return _Python(path, _decimal_bytes(schema.get("scale", 0)))
+        size = schema.get("size") if kind == "fixed" else None
+        return _Python(path, _decimal_bytes(schema.get("scale", 0), size, path), size)
     if logical in ("timestamp-millis", "local-timestamp-millis"):
         return _Varint(path, _int_values("ms"))
     if kind in ("int", "long"):
@@ -752,6 +884,8 @@ def _compile(schema: Any, arrow: pa.DataType, path: str) -> _Node:
     if kind == "map":
         if not pa.types.is_map(arrow):
             raise AvroError(f"{path} is {arrow}, but its Avro schema is a map")
+        if not _holds("string", arrow.key_type):
+            raise AvroError(f"{path} has {arrow.key_type} keys, but Avro maps need string keys")
         entry = _Record([("key", _Bytes(path + ".key"), None),
                          ("value", _compile(schema["values"], arrow.item_type, path + "{}"), None)], path)
         return _Repeated(entry, path, is_map=True)

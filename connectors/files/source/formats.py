@@ -555,6 +555,7 @@ class SplitReader:
         try:
             schema_json, codec, sync = avro.read_header(raw)
             writer = avro.parse(schema_json)
+            avro.check_readable(writer, self.spec.data_schema, f"connectors.files: {split.path}")
             decoder = avro.Decoder(schema_json, writer, avro.arrow_type(writer))
             decompress = avro.CODECS[codec][1]
             position = raw.tell() if split.start == 0 else _after_sync(raw, split.start, sync, split.size)
