@@ -45,7 +45,7 @@ from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.offsets import SeenFiles, digest
 from connectors.files.source.options import FileSourceOptions, parse_paths
 from connectors.files.source.reader import DirectoryMonitor, plan
-from connectors.files.source.schema import read_spec
+from connectors.files.source.schema import SchemaInference, read_spec
 
 TEXT = StructType([StructField("value", StringType())])
 AB = StructType([StructField("a", LongType()), StructField("b", StringType())])
@@ -248,6 +248,24 @@ def test_a_null_in_a_column_declared_not_nullable_names_it(tmp_path):
     schema = StructType([StructField("a", LongType(), nullable=False), StructField("b", StringType())])
     with pytest.raises(ValueError, match=rf"{path} has records without a value for column 'a' .* declare it nullable"):
         read_all(str(path), schema, fileFormat="json")
+
+
+def test_inferred_timestamps_keep_the_zone_parquet_and_avro_say_they_have(tmp_path):
+    """Zone-less timestamps are TIMESTAMP_NTZ where the file says so (parquet's isAdjustedToUTC=false,
+    Avro's local-timestamp), as Spark reads them; in json text they are read as UTC TIMESTAMP."""
+    import fastavro
+
+    stamps = {"ts": pa.array([1], pa.timestamp("us", "UTC")), "ntz": pa.array([1], pa.timestamp("us"))}
+    pq.write_table(pa.table(stamps), tmp_path / "t.parquet")
+    with open(tmp_path / "t.avro", "wb") as out:
+        fastavro.writer(out, {"type": "record", "name": "R", "fields": [
+            {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+            {"name": "ntz", "type": {"type": "long", "logicalType": "local-timestamp-micros"}}]}, [{"ts": 1, "ntz": 1}])
+    (tmp_path / "t.json").write_text('{"ts": "2024-01-01 00:00:00"}\n')
+    inferred = {fmt: SchemaInference(config(fileFormat=fmt), [str(tmp_path / f"t.{fmt}")]).infer().simpleString()
+                for fmt in ("parquet", "avro", "json")}
+    assert inferred == {"parquet": "struct<ts:timestamp,ntz:timestamp_ntz>",
+                        "avro": "struct<ts:timestamp,ntz:timestamp_ntz>", "json": "struct<ts:timestamp>"}
 
 
 def test_csv_escape_same_as_quote_reads_rfc_4180(tmp_path):

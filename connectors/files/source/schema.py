@@ -42,7 +42,7 @@ INFERRED = "connectors.files.inferred"
 
 
 def _normalize(field_type: DataType) -> DataType:
-    # pyarrow infers zone-less timestamps; Spark users expect TIMESTAMP, read as UTC.
+    # pyarrow infers zone-less timestamps in csv and json text; Spark users expect TIMESTAMP, read as UTC.
     return TimestampType() if isinstance(field_type, TimestampNTZType) else field_type
 
 
@@ -69,7 +69,9 @@ class SchemaInference:
             arrow = readers[self.config.file_format](files)
             # prefer_timestamp_ntz as Spark 4.2+ defaults it (4.1 did not): the same schema on every line
             fields = from_arrow_schema(arrow, prefer_timestamp_ntz=True).fields
-            schema = StructType([StructField(f.name, _normalize(f.dataType), True) for f in fields])
+            if self.config.file_format in ("csv", "json"):  # parquet and avro say which timestamps they hold
+                fields = [StructField(f.name, _normalize(f.dataType)) for f in fields]
+            schema = StructType([StructField(f.name, f.dataType, True) for f in fields])
             schema.fields[0].metadata = {INFERRED: True}
         return self._with_metadata_columns(schema)
 
