@@ -307,6 +307,21 @@ def test_a_named_type_used_twice_times_and_uuids_are_decoded():
                                                 {"k": None, "ks": [], "t": 0, "u": uuid}]
 
 
+@pytest.mark.parametrize("kind, value", [
+    (["null", {"type": "enum", "name": "E", "symbols": ["A", "B"]}], "B"),
+    ({"type": "array", "items": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}, ["A", "B"]),
+    ({"type": "record", "name": "I", "fields": [{"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}}]},
+     {"e": "A"}),
+])
+def test_enums_polars_cannot_read_take_the_other_path_without_a_panic(kind, value, capfd):
+    """polars' Avro reader panics (a Rust backtrace per batch) on enums anywhere but a plain field."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "k", "type": kind}]}
+    decoder = avro.Decoder(json.dumps(schema), avro.parse(schema), avro.arrow_type(avro.parse(schema)))
+    values, bad = decoder.decode(pa.array(fastavro_bodies(schema, [{"k": value}]), pa.binary()))
+    assert bad == {} and values.to_pylist() == [{"k": value}]
+    assert "panicked" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("columnar", [True, False])
 def test_a_default_means_what_avro_says_on_both_paths(columnar):
     """A reader field the writer lacks gets its default, which Avro gives in the underlying type:

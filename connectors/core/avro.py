@@ -340,16 +340,19 @@ def read_header(stream: BinaryIO) -> tuple[str, str, bytes]:
 # Decoding
 
 
-def _polars_can_read(schema: Any) -> bool:
-    """Whether polars' Avro reader takes this writer schema (no maps, no general unions, no times)."""
+def _polars_can_read(schema: Any, top: bool = True, field: bool = False) -> bool:
+    """Whether polars' Avro reader takes this writer schema (no maps, no general unions, no times;
+    enums only as non-null fields of the top record: it panics on any other)."""
     inner, _ = _nullable(schema)
     kind = _type(inner)
     if kind in ("union", "map") or _logical(inner) in ("time-millis", "time-micros"):
         return False
+    if kind == "enum":
+        return field and inner is schema
     if kind == "record":
-        return all(_polars_can_read(f["type"]) for f in inner["fields"])
+        return all(_polars_can_read(f["type"], False, top) for f in inner["fields"])
     if kind == "array":
-        return _polars_can_read(inner["items"])
+        return _polars_can_read(inner["items"], False)
     return True
 
 
