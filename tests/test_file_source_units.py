@@ -222,6 +222,10 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
       '{"a": 3, "x": ["2024-02-30"], "y": null}', '{"a": 4, "x": [], "y": {"b": "b0!"}}'],
      (ArrayType(DateType()), StructType([StructField("b", BinaryType())])),
      [(1, "[datetime.date(2024, 2, 29), None]", "{'b': b'b0'}"), (2, "None", "{'b': None}")], [3, 4]),
+    # ... inside arrays, structs and maps too
+    (['{"a": 1, "x": ["NaN", 1.5], "y": {"m": {"k": "-Infinity"}}}', '{"a": 2, "x": ["nan?"], "y": null}'],
+     (ArrayType(DoubleType()), StructType([StructField("m", MapType(StringType(), FloatType()))])),
+     [(1, "[nan, 1.5]", "{'m': [('k', -inf)]}")], [2]),
     # maps, which pyarrow's reader cannot read; JSON keys are strings whatever the key type
     (['{"a": 1, "x": {"k": "2024-02-29"}, "y": {"1": 5}}', '{"a": 2, "x": null, "y": {}}',
       '{"a": 3, "x": {"k": "2024-02-30"}, "y": null}', '{"a": 4, "x": {}, "y": {"one": 1}}', '{"a": 5, "x": [1]}'],

@@ -275,22 +275,23 @@ class JsonParser:
     """JSON lines through pyarrow's reader. Dates and binary values, at any depth, are JSON
     strings (``yyyy-MM-dd`` and base64, as Spark writes them), which that reader converts to
     neither: it reads them as strings, converted here; a value that does not convert makes its
-    line malformed. So are NaN and the infinities of a double or float column (``"NaN"``,
-    ``"Infinity"``, ``"-Infinity"``), which that reader takes nowhere a number goes: a line that
-    fails is read again with them as nulls, then set. Maps, which that reader cannot read at
-    all, make every line go through Python's json first, several times slower."""
+    line malformed. Two things that reader cannot read go through Python's json first: maps (every
+    line, several times slower), and NaN and the infinities as Spark writes them (``"NaN"``,
+    ``"Infinity"``, ``"-Infinity"``), which it takes nowhere a number goes: only a line that fails
+    is read again that way."""
 
     def __init__(self, spec: ReadSpec):
         self.schema = spec.data_schema
         self.encoding = spec.encoding
         self.wire = pa.schema([f.with_type(_wire_type(f.type)) for f in self.schema])
-        self.floats = [f.name for f in self.schema if pa.types.is_floating(f.type)]
-        self.maps = pa.struct(list(self.schema)) if any(_has_map(f.type) for f in self.schema) else None
+        self.row = pa.struct(list(self.schema))
+        self.maps = _has_map(self.row)
 
-    def _read(self, block: bytes) -> pa.Table:
-        if self.maps is not None:  # each line through Python: maps as lists of entries (_wire_type)
+    def _read(self, block: bytes, in_python: bool = False) -> pa.Table:
+        if self.maps or in_python:
             try:
-                lines = [json.dumps(_entries(json.loads(line), self.maps)) for line in block.splitlines() if line.strip()]
+                lines = [json.dumps(_in_wire_form(json.loads(line), self.row)) for line in block.splitlines()
+                         if line.strip()]  # fmt: skip
             except ValueError as exc:
                 raise pa.ArrowInvalid(f"not JSON: {exc}") from None
             block = "\n".join(lines).encode()
@@ -321,30 +322,15 @@ class JsonParser:
             (good if ok else bad).append((number, line))
         try:
             table = self._read("\n".join(line for _, line in good).encode()) if good else self.schema.empty_table()
-        except pa.ArrowInvalid:  # a type mismatch: find it line by line
+        except pa.ArrowInvalid:  # a type mismatch or a NaN: line by line
             kept = []
             for number, line in good:
                 try:
-                    kept.append(self._read_line(line))
+                    kept.append(self._read(line.encode(), in_python=True))
                 except pa.ArrowInvalid:
                     bad.append((number, line))
             table = pa.concat_tables(kept) if kept else self.schema.empty_table()
         return table, sorted((Malformed(n, text) for n, text in bad), key=lambda m: m.line)
-
-    def _read_line(self, line: str) -> pa.Table:
-        try:
-            return self._read(line.encode())
-        except pa.ArrowInvalid:
-            values = json.loads(line)
-            special = {name: _NON_FINITE[value] for name in self.floats
-                       if isinstance(value := values.get(name), str) and value in _NON_FINITE}
-            if not special:
-                raise
-            table = self._read(json.dumps({**values, **dict.fromkeys(special)}).encode())
-            for name, value in special.items():
-                field = table.schema.field(name)
-                table = table.set_column(table.schema.get_field_index(name), field, pa.array([value], field.type))
-            return table
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as Spark's json writer puts them
@@ -357,7 +343,7 @@ def _wire_type(kind: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_struct(kind):
         return pa.struct([field.with_type(_wire_type(field.type)) for field in kind])
-    if pa.types.is_map(kind):  # which that reader cannot read: as entries (see _entries)
+    if pa.types.is_map(kind):  # which that reader cannot read: as entries (see _in_wire_form)
         return pa.list_(pa.struct([("key", pa.string()), ("value", _wire_type(kind.item_type))]))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         make = pa.list_ if pa.types.is_list(kind) else pa.large_list
@@ -401,17 +387,21 @@ def _has_map(kind: pa.DataType) -> bool:
     return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _has_map(kind.value_type)
 
 
-def _entries(value: Any, kind: pa.DataType) -> Any:
-    """A parsed JSON value with every object that is a map of ``kind`` as a list of
-    ``{"key": ..., "value": ...}`` entries; anything not of its type stays as it is, for the
-    reader to refuse."""
+def _in_wire_form(value: Any, kind: pa.DataType) -> Any:
+    """A parsed JSON value as pyarrow's reader reads it as ``_wire_type(kind)``: every object that
+    is a map as a list of ``{"key": ..., "value": ...}`` entries, and Spark's strings for NaN and
+    the infinities, where a float goes, as the numbers (which ``json.dumps`` writes as ``NaN``,
+    ``Infinity``, ``-Infinity``, and that reader reads). Anything not of its type stays as it is,
+    for the reader to refuse."""
+    if pa.types.is_floating(kind) and isinstance(value, str):
+        return _NON_FINITE.get(value, value)
     if pa.types.is_map(kind) and isinstance(value, dict):
-        return [{"key": k, "value": _entries(v, kind.item_type)} for k, v in value.items()]
+        return [{"key": k, "value": _in_wire_form(v, kind.item_type)} for k, v in value.items()]
     if pa.types.is_struct(kind) and isinstance(value, dict):
         fields = {field.name: field.type for field in kind}
-        return {k: _entries(v, fields[k]) if k in fields else v for k, v in value.items()}
+        return {k: _in_wire_form(v, fields[k]) if k in fields else v for k, v in value.items()}
     if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and isinstance(value, list):
-        return [_entries(v, kind.value_type) for v in value]
+        return [_in_wire_form(v, kind.value_type) for v in value]
     return value
 
 
