@@ -20,10 +20,13 @@ import psycopg2
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
     DateType,
     DecimalType,
     FloatType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructField,
@@ -309,6 +312,77 @@ def test_a_nul_character_names_its_column_and_value(postgres_dsn, pg, unique, dd
     message = "input column 'name' holds a NUL character (0x00), which PostgreSQL text cannot store: '\"a\\x00b\"'"
     assert message in str(info.value)
     assert count(pg, unique) == (0, 0)
+
+
+REFUSING = "id bigint PRIMARY KEY, n integer, v varchar(3), d numeric(4, 2), u uuid, a varchar(2)[], b bytea"
+
+
+@pytest.mark.parametrize(
+    "options, field, values, message",
+    [  # rows (1, ...), (1, ...), (2, ...): an upsert sends only the last of key 1
+        ({"mode": "upsert"}, StructField("n", LongType()), [3_000_000_000, 5, 4_000_000_000],
+         ": input column 'n' value 4000000000 (row 3 of the chunk) does not fit integer: integer out of range"),
+        ({"mode": "upsert"}, StructField("v", StringType()), ["x", "abcd", None],
+         ": input column 'v' value 'abcd' (row 2 of the chunk) does not fit character varying(3): value too long for "
+         "type character varying(3)"),  # a CAST to varchar(3) would cut it: the probe assigns it
+        ({}, StructField("d", DecimalType(6, 3)), [decimal.Decimal("1.5"), decimal.Decimal("123.456"), None],
+         ": input column 'd' value 123.456 (row 2 of the chunk) does not fit numeric(4,2): numeric field overflow. "
+         "A field with precision 4, scale 2 must round to an absolute value less than 10^2."),
+        ({"mode": "upsert"}, StructField("u", StringType()), [None, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "nope"],
+         ": input column 'u' value 'nope' (row 3 of the chunk) does not fit uuid: invalid input syntax for type uuid: "
+         '"nope"'),
+        ({}, StructField("a", ArrayType(StringType())), [["ab"], [], ["ab", "abc"]],
+         ": input column 'a' value ARRAY['ab','abc'] (row 3 of the chunk) does not fit character varying(2)[]: value "
+         "too long for type character varying(2)"),
+        ({"sql": "INSERT INTO {t} (id, n) VALUES (:id, :n) -- n"}, StructField("n", LongType()), [3_000_000_000, 5, 6],
+         ": parameter :n value 3000000000 (row 1 of the chunk) does not fit integer: integer out of range"),
+        ({"sql": "INSERT INTO {t} (id, v) VALUES (:id, :v)"}, StructField("v", StringType()), ["abcd", "x", "y"],
+         " (error, SQLSTATE 22001): value too long for type character varying(3). The open transaction was rolled "
+         "back."),  # the parameter's type has no length: the server's message stays
+    ],
+)
+def test_a_value_an_insert_refuses_names_its_column_and_row(postgres_dsn, pg, unique, options, field, values,
+                                                             message):
+    # COPY's errors name the column and value; INSERT's (upsert, sql, binary columns) would only name the type
+    pg.execute(f"CREATE TABLE {unique} ({REFUSING})")
+    options = {key: value.replace("{t}", unique) for key, value in options.items()}
+    target = {} if "sql" in options else {"dbtable": unique}
+    extra = [] if options else [StructField("b", BinaryType())]  # a binary column: append by INSERT
+    schema = StructType([StructField("id", LongType()), field, *extra])
+    _, plan, _ = plan_write({"url": postgres_dsn, **target, **options}, schema, False)
+    data = {"id": [1, 1, 2], field.name: values, **({"b": [b"x"] * 3} if extra else {})}
+    batch = pa.RecordBatch.from_pydict({k: pa.array(v, pa.decimal128(6, 3) if k == "d" else None)
+                                        for k, v in data.items()})  # fmt: skip
+    key = ProgressKey(f"test:{unique}", 0, 0)
+    with pytest.raises(JdbcWriteError) as info:
+        PartitionWriter(plan, key).write(iter([batch]))
+    target_name = f'table "public"."{unique}"' if target else "the custom sql statement"
+    assert str(info.value) == f"connectors.jdbc: writing to {target_name} failed{message}"
+    assert count(pg, unique) == (0, 0) and progress_row(pg, key) is None
+
+
+def test_arrays_of_structs_and_maps_land_as_json_arrays(postgres_dsn, pg, unique):
+    # each element's JSON; ARRAY['...'] is a text[], which casts to jsonb[] or uuid[] only explicitly
+    pg.execute(f"CREATE TABLE {unique} (id bigint, s jsonb[], m json[], u uuid[])")
+    item = StructType([StructField("k", StringType()), StructField("n", DecimalType(5, 2))])
+    schema = StructType([StructField("id", LongType()), StructField("s", ArrayType(item)),
+                         StructField("m", ArrayType(MapType(StringType(), LongType()))),
+                         StructField("u", ArrayType(StringType()))])  # fmt: skip
+    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique, "mode": "append"}, schema, False)
+    item_type = pa.struct([("k", pa.string()), ("n", pa.decimal128(5, 2))])
+    batch = pa.RecordBatch.from_pydict({
+        "id": [1, 2, 3],
+        "s": pa.array([[{"k": "a", "n": decimal.Decimal("1.50")}, None], None, []], pa.list_(item_type)),
+        "m": pa.array([[[("x", 1)], []], [], None], pa.list_(pa.map_(pa.string(), pa.int64()))),
+        "u": [["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", None], None, []],
+    })  # fmt: skip
+    PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
+    pg.execute(f"SELECT s::text[], m::text[], u::text[] FROM {unique} ORDER BY id")
+    assert pg.fetchall() == [
+        (['{"k": "a", "n": 1.50}', None], ['{"x": 1}', "{}"], ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", None]),
+        (None, [], None),
+        ([], None, []),
+    ]
 
 
 def test_an_insert_names_a_date_python_cannot_hold(postgres_dsn, pg, unique):

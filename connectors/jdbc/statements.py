@@ -181,21 +181,29 @@ def _naming_nul(chunk: pa.Table) -> Iterator[None]:
 
 
 def to_rows(table: pa.Table) -> list[tuple]:
-    """Rows of Python values psycopg2 can bind: structs and maps become JSON."""
+    """Rows of Python values psycopg2 can bind: structs and maps become JSON, in arrays each element."""
     from psycopg2.extras import Json
 
     columns = []
     for name, column in zip(table.column_names, table.columns):
-        nested = pa.types.is_struct(column.type) or pa.types.is_map(column.type)
+        nested = _is_json(column.type)
+        listed = pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
+        elements = listed and _is_json(column.type.value_type)
         try:
-            values = column.to_pylist(maps_as_pydicts="strict" if nested else None)  # maps within structs too
+            values = column.to_pylist(maps_as_pydicts="strict" if nested or elements else None)  # maps within too
         except (OverflowError, ValueError) as exc:  # a date or timestamp outside years 1-9999
             raise BadValue(f"input column '{name}' holds a value Python cannot represent ({exc}): only COPY (append "
                            "without binary, array, struct or map columns) writes years past 9999 or BC") from None
         if nested:
             values = [None if v is None else Json(v, _json) for v in values]
+        elif elements:  # ARRAY['{...}', ...]: text[], which the statement casts to the column's json[] or jsonb[]
+            values = [None if v is None else [None if e is None else Json(e, _json) for e in v] for v in values]
         columns.append(values)
     return list(zip(*columns))
+
+
+def _is_json(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_struct(arrow_type) or pa.types.is_map(arrow_type)
 
 
 def _json(value) -> str:
@@ -222,6 +230,16 @@ def _json_key(key) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class Slot:
+    """Where a statement puts a value, to name a value the server refuses."""
+
+    label: str  # "input column 'n'", "parameter :n"
+    index: int  # of the value in the row (to_rows)
+    type: str | None  # the SQL type the value is assigned to, as format_type prints it; None: unknown
+    placeholder: str = "%s"  # "%s::jsonb[]" for an array: ARRAY['{}'] is a text[], which only casts explicitly
+
+
+@dataclasses.dataclass(frozen=True)
 class InsertStatement:
     """Multi-row ``INSERT ... VALUES (...), (...) [ON CONFLICT ...]``, one round trip per chunk.
 
@@ -231,17 +249,18 @@ class InsertStatement:
     """
 
     sql: str  # with one VALUES %s placeholder
+    slots: tuple[Slot, ...]  # one per column, in the order of the VALUES
     key_indexes: tuple[int, ...] = ()
 
     def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
         from psycopg2.extras import execute_values
 
+        template = f"({', '.join(slot.placeholder for slot in self.slots)})"
         for chunk in chunks:
             rows = to_rows(chunk)
-            if self.key_indexes:
-                rows = last_per_key(rows, self.key_indexes)
-            with _naming_nul(chunk):
-                execute_values(cursor, self.sql, rows, page_size=len(rows))
+            sent = last_per_key(rows, self.key_indexes) if self.key_indexes else rows
+            with _naming_nul(chunk), _naming_refused(cursor, self.slots, sent, rows):
+                execute_values(cursor, self.sql, sent, template, page_size=len(sent))
 
 
 def last_per_key(rows: list[tuple], key_indexes: Sequence[int]) -> list[tuple]:
@@ -262,14 +281,104 @@ class CustomStatement:
     sql: str  # psycopg2 style, one %s per parameter occurrence
     parameter_indexes: tuple[int, ...]  # input column of each %s
     page_size: int
+    slots: tuple[Slot, ...] = ()  # each parameter once, typed as the server infers it (without a typmod)
 
     def send(self, cursor, chunks: Iterable[pa.Table]) -> None:
         from psycopg2.extras import execute_batch
 
         for chunk in chunks:
-            rows = [tuple(row[i] for i in self.parameter_indexes) for row in to_rows(chunk)]
-            with _naming_nul(chunk):
-                execute_batch(cursor, self.sql, rows, page_size=self.page_size)
+            rows = to_rows(chunk)
+            with _naming_nul(chunk), _naming_refused(cursor, self.slots, rows, rows):
+                execute_batch(cursor, self.sql, [tuple(row[i] for i in self.parameter_indexes) for row in rows],
+                              page_size=self.page_size)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _naming_refused(cursor, slots: Sequence[Slot], sent: list[tuple], rows: list[tuple]) -> Iterator[None]:
+    """A value the server refuses (SQLSTATE class 22) is named by its column and row of the chunk, as COPY names it.
+
+    The server's error names neither, so only once it came (the transaction is lost anyway) each column's
+    ``sent`` values are assigned to its type, by row halves, until the one failing as the server did is found.
+    """
+    import psycopg2
+
+    try:
+        yield
+    except psycopg2.DataError as exc:
+        bad = _refused(cursor, slots, sent, rows, exc)
+        if bad is None:
+            raise
+        raise bad from exc
+
+
+def _refused(cursor, slots: Sequence[Slot], sent: list[tuple], rows: list[tuple], error) -> BadValue | None:
+    """The value of ``sent`` failing with ``error``'s SQLSTATE and message, or None; rolls back the transaction.
+
+    Each value goes into a temporary table's column of the slot's type: the statement's assignment casts and
+    typmods (a CAST to varchar(3) would cut a longer value, not fail) without the target's constraints, triggers
+    or privileges. A probe's own failure (a lost connection, a domain refusing NULL) gives None.
+    """
+    import psycopg2
+
+    typed = [slot for slot in slots if slot.type is not None]
+    try:
+        cursor.connection.rollback()
+        if not typed:
+            return None
+        cursor.execute("; ".join(f"CREATE TEMPORARY TABLE connectors_jdbc_probe{i} (v {slot.type}) ON COMMIT DROP"
+                                 for i, slot in enumerate(typed)))  # fmt: skip
+        for i, slot in enumerate(typed):
+            insert = f"SAVEPOINT connectors_jdbc_probe; INSERT INTO pg_temp.connectors_jdbc_probe{i} (v) VALUES %s"
+            values = [(row[slot.index],) for row in sent]
+            found = _first_refused(cursor, insert, f"({slot.placeholder})", values)
+            if found is None:
+                continue
+            position, refusal = found
+            if (refusal.pgcode, refusal.diag.message_primary) == (error.pgcode, error.diag.message_primary):
+                row = next(n for n, candidate in enumerate(rows) if candidate is sent[position]) + 1
+                return _bad_value(slot, cursor.mogrify("%s", values[position]).decode(), row, refusal)
+        return None
+    except psycopg2.Error:
+        return None
+    finally:
+        with contextlib.suppress(psycopg2.Error):
+            cursor.connection.rollback()
+
+
+def _bad_value(slot: Slot, value: str, row: int, refusal) -> BadValue:
+    """``value`` (as sent, SQL) named by its slot and row, with the server's message and detail."""
+    text = f"{slot.label} value {value[:60]}{'...' if len(value) > 60 else ''} (row {row} of the chunk) does not fit "
+    text += f"{slot.type}: {refusal.diag.message_primary.strip().rstrip('.')}"
+    return BadValue(text + (f". {refusal.diag.message_detail.strip()}" if refusal.diag.message_detail else ""))
+
+
+def _first_refused(cursor, insert: str, template: str, values: list[tuple]) -> tuple[int, Exception] | None:
+    """The position of the first of ``values`` that ``insert`` refuses and its error, or None: all values, then
+    halves, so a chunk of n rows costs about log2(n) round trips."""
+    if _refusal(cursor, insert, template, values) is None:
+        return None
+    low, high = 0, len(values)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _refusal(cursor, insert, template, values[low:middle]) is None:
+            low = middle
+        else:
+            high = middle
+    refusal = _refusal(cursor, insert, template, values[low:high])
+    return None if refusal is None else (low, refusal)
+
+
+def _refusal(cursor, insert: str, template: str, values: list[tuple]) -> Exception | None:
+    """The data error ``insert`` of ``values`` fails with (rolled back to its savepoint), or None."""
+    import psycopg2
+    from psycopg2.extras import execute_values
+
+    try:
+        execute_values(cursor, insert, values, template, page_size=len(values))
+    except psycopg2.DataError as exc:
+        cursor.execute("ROLLBACK TO SAVEPOINT connectors_jdbc_probe")
+        return exc
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +476,7 @@ def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tup
             copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(target, column_list)
             return CopyStatement(copy.as_string(cursor)), name
         insert = sql.SQL("INSERT INTO {} ({}) VALUES %s").format(target, column_list)
-        return InsertStatement(insert.as_string(cursor)), name
+        return InsertStatement(insert.as_string(cursor), _slots(table, schema, columns)), name
     keys = _upsert_keys(config, table, schema, columns)
     updates = [c for c in columns if c not in keys]
     action = (
@@ -380,7 +489,17 @@ def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tup
     upsert = sql.SQL("INSERT INTO {} ({}) VALUES %s ON CONFLICT ({}) {}").format(
         target, column_list, sql.SQL(", ").join(map(sql.Identifier, keys)), action
     )
-    return InsertStatement(upsert.as_string(cursor), tuple(columns.index(k) for k in keys)), name
+    slots = _slots(table, schema, columns)
+    return InsertStatement(upsert.as_string(cursor), slots, tuple(columns.index(k) for k in keys)), name
+
+
+def _slots(table: PgTable, schema: StructType, columns: list[str]) -> tuple[Slot, ...]:
+    by_name = {column.name: column for column in table.columns}
+    return tuple(
+        Slot(f"input column '{name}'", index, by_name[column].type_display,
+             f"%s::{by_name[column].base_display.replace('%', '%%')}" if by_name[column].category == "A" else "%s")
+        for index, (name, column) in enumerate(zip(schema.names, columns))
+    )  # fmt: skip
 
 
 def _upsert_keys(config: JdbcSinkOptions, table: PgTable, schema: StructType, columns: list[str]) -> list[str]:
@@ -414,10 +533,15 @@ def _custom_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> St
     if unknown:
         unknown_list, columns = ", ".join(":" + name for name in unknown), ", ".join(schema.names)
         raise config.error("sql", f"parameter(s) {unknown_list} name no input column (columns: {columns})")
-    try:  # let the server parse and plan it now rather than in the first task
-        cursor.execute(f"PREPARE connectors_jdbc_check AS {parsed.numbered}")
+    try:  # let the server parse and plan it now rather than in the first task; its parameter types name bad values
+        cursor.execute(f"PREPARE connectors_jdbc_check AS {parsed.numbered}\n; "  # \n: after a closing -- comment
+                       "SELECT parameter_types::text[] FROM pg_prepared_statements "
+                       "WHERE name = 'connectors_jdbc_check'")  # fmt: skip
     except psycopg2.Error as exc:
         raise config.error("sql", f"PostgreSQL rejects the statement: {(exc.diag.message_primary or str(exc)).strip()}") from None
+    (types,) = cursor.fetchone()
     cursor.execute("DEALLOCATE connectors_jdbc_check")
     indexes = tuple(schema.names.index(mapping[name]) for name in parsed.names)
-    return CustomStatement(parsed.psycopg, indexes, config.batch_size)
+    slots = tuple(Slot(f"parameter :{name}", schema.names.index(mapping[name]), type_)
+                  for name, type_ in zip(parsed.distinct, types))  # fmt: skip
+    return CustomStatement(parsed.psycopg, indexes, config.batch_size, slots)

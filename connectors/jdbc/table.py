@@ -43,6 +43,7 @@ def parse_table_name(text: str) -> tuple[str, ...]:
 class PgColumn:
     name: str
     type_display: str  # as PostgreSQL prints it, e.g. "character varying(20)"
+    base_display: str  # the base type (a domain's) without the typmod, e.g. "character varying[]"
     base_type: str  # pg_type.typname after resolving a domain, e.g. "varchar", "_int4"
     category: str  # pg_type.typcategory of the base type
     element_type: str | None  # for arrays
@@ -62,7 +63,8 @@ class PgTable:
 
 
 _COLUMNS = """
-SELECT a.attname, format_type(a.atttypid, a.atttypmod), b.typname, b.typcategory, e.typname, e.typcategory,
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), format_type(b.oid, NULL),
+       b.typname, b.typcategory, e.typname, e.typcategory,
        a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', a.attgenerated <> ''
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid
