@@ -154,6 +154,33 @@ def test_source_reads_named_types_used_twice_enums_times_and_fixed(spark, tmp_pa
         (2, None, [], {}, 0, None, bytearray(b"abc"), "", D("0.01"))]
 
 
+def test_source_reads_unions_of_several_types_as_spark_avro(spark, tmp_path):
+    """int and long as bigint, float and double as double, other unions as a struct of one member per
+    non-null branch with only the branch written set (two records told apart by name); a column of
+    such a union is not read as another type."""
+    point = {"type": "record", "name": "P", "fields": [{"name": "x", "type": "int"}]}
+    fields = [{"name": "id", "type": "long"}, {"name": "u", "type": ["null", "int", "string"]},
+              {"name": "n", "type": ["int", "long"]}, {"name": "f", "type": ["float", "double"]},
+              {"name": "r", "type": [point, {**point, "name": "Q"}]}, {"name": "s", "type": ["null", "x.P", "string"]}]
+    write_avro(tmp_path / "src" / "a.avro", fields, [
+        {"id": 1, "u": 5, "n": 1 << 40, "f": 0.25, "r": ("x.Q", {"x": 1}), "s": {"x": 2}},
+        {"id": 2, "u": "v", "n": -1, "f": 0.1, "r": ("x.P", {"x": 3}), "s": "w"},
+        {"id": 3, "u": None, "n": 0, "f": -2.5, "r": ("x.Q", {"x": 4}), "s": None}])
+    reader = spark.read.format(FORMAT).option("fileFormat", "avro")
+    df = reader.load(str(tmp_path / "src"))
+    assert df.schema.simpleString() == (
+        "struct<id:bigint,u:struct<member0:int,member1:string>,n:bigint,f:double,"
+        "r:struct<member0:struct<x:int>,member1:struct<x:int>>,s:struct<member0:struct<x:int>,member1:string>>")
+    assert [r.asDict(recursive=True) for r in df.orderBy("id").collect()] == [
+        {"id": 1, "u": {"member0": 5, "member1": None}, "n": 1 << 40, "f": 0.25,
+         "r": {"member0": None, "member1": {"x": 1}}, "s": {"member0": {"x": 2}, "member1": None}},
+        {"id": 2, "u": {"member0": None, "member1": "v"}, "n": -1, "f": 0.1,
+         "r": {"member0": {"x": 3}, "member1": None}, "s": {"member0": None, "member1": "w"}},
+        {"id": 3, "u": None, "n": 0, "f": -2.5, "r": {"member0": None, "member1": {"x": 4}}, "s": None}]
+    with pytest.raises(Exception, match="column 'u' is .* which cannot be read as string"):
+        reader.schema("id long, u string").load(str(tmp_path / "src")).collect()
+
+
 def test_source_refuses_a_file_whose_column_would_change_value(spark, tmp_path):
     """Files of an evolved schema: int -> long and a new column read as Avro promotes them; a
     column that became text (read as the first file's long: "0042" would become 42) or a double

@@ -307,6 +307,52 @@ def test_a_named_type_used_twice_times_and_uuids_are_decoded():
                                                 {"k": None, "ks": [], "t": 0, "u": uuid}]
 
 
+RECORD_A = {"type": "record", "name": "A", "fields": [{"name": "a", "type": "int"}]}
+RECORD_B = {"type": "record", "name": "B", "fields": [{"name": "a", "type": "int"}]}
+
+
+@pytest.mark.parametrize("union, written, spark, decoded", [
+    (["null", "int", "string"], [1, "s", None], "struct<member0:int,member1:string>",
+     [{"member0": 1, "member1": None}, {"member0": None, "member1": "s"}, None]),
+    (["int", "long"], [1, 1 << 40], "bigint", [1, 1 << 40]),
+    (["float", "double"], [0.5, 0.1], "double", [0.5, 0.1]),
+    # two records alike but for their names: told apart by the name fastavro reads
+    ([RECORD_A, RECORD_B], [("x.B", {"a": 2}), ("x.A", {"a": 3})],
+     "struct<member0:struct<a:int>,member1:struct<a:int>>",
+     [{"member0": None, "member1": {"a": 2}}, {"member0": {"a": 3}, "member1": None}]),
+    (["null", RECORD_A, "string"], [{"a": 1}, "s", None], "struct<member0:struct<a:int>,member1:string>",
+     [{"member0": {"a": 1}, "member1": None}, {"member0": None, "member1": "s"}, None]),
+])
+def test_unions_of_several_types_are_read_as_spark_avro_reads_them(union, written, spark, decoded):
+    """int and long as bigint, float and double as double, any other union as a struct of one member
+    per non-null branch (member0, member1, ... in branch order), only the branch written set."""
+    schema = {"type": "record", "name": "R", "namespace": "x", "fields": [{"name": "u", "type": union}]}
+    parsed = avro.parse(schema)
+    data_type, nullable = avro.spark_type(parsed["fields"][0]["type"])
+    assert (data_type.simpleString(), nullable) == (spark, "null" in union)
+    assert avro.read_type(parsed).simpleString() == f"struct<u:{spark}>"
+    decoder = avro.Decoder(json.dumps(schema), parsed, avro.arrow_type(parsed))
+    values, bad = decoder.decode(pa.array(fastavro_bodies(schema, [{"u": v} for v in written]), pa.binary()))
+    assert bad == {} and values.to_pylist() == [{"u": v} for v in decoded]
+
+
+def test_unions_are_resolved_branch_by_branch():
+    """An evolved union: each branch written is read as the reader's branch of its type (or the
+    first it promotes to), wherever that branch now is; a plain type read into a union too."""
+    writer = {"type": "record", "name": "R", "namespace": "x", "fields": [
+        {"name": "u", "type": ["null", "int", RECORD_A, "string"]}, {"name": "p", "type": "int"}]}
+    reader = {**writer, "fields": [{"name": "u", "type": ["null", "string", RECORD_A, "long"]},
+                                   {"name": "p", "type": [RECORD_B, "long"]}]}
+    parsed = avro.parse(reader)
+    decoder = avro.Decoder(json.dumps(writer), parsed, avro.arrow_type(parsed))
+    rows = [{"u": 7, "p": 1}, {"u": {"a": 1}, "p": 2}, {"u": "s", "p": 3}, {"u": None, "p": 4}]
+    values, bad = decoder.decode(pa.array(fastavro_bodies(writer, rows), pa.binary()))
+    unions = [{"member0": None, "member1": None, "member2": 7}, {"member0": None, "member1": {"a": 1}, "member2": None},
+              {"member0": "s", "member1": None, "member2": None}, None]
+    assert bad == {} and values.to_pylist() == [{"u": u, "p": {"member0": None, "member1": p}}
+                                                for u, p in zip(unions, range(1, 5))]
+
+
 @pytest.mark.parametrize("kind, value", [
     (["null", {"type": "enum", "name": "E", "symbols": ["A", "B"]}], "B"),
     ({"type": "array", "items": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}, ["A", "B"]),

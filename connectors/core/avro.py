@@ -17,6 +17,7 @@ offsets follow, then each leaf writes its bytes into one buffer at once.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import io
 import json
@@ -102,12 +103,27 @@ def _nullable(schema: Any) -> tuple[Any, bool]:
     return schema, False
 
 
+def _read_as(schema: Any) -> tuple[Any, bool]:
+    """``(T, nullable)``: the type a schema is read as, spark-avro's rule for unions. Null and one type T
+    is T; int and long is long, float and double is double (null aside); any other union is the list
+    of its non-null branches, read as a struct of members ``member0, member1, ...``."""
+    if not isinstance(schema, list):
+        return schema, False
+    branches, nullable = [branch for branch in schema if branch != "null"], "null" in schema
+    kinds = {_type(branch) for branch in branches}
+    if len(branches) == 1:
+        return branches[0], nullable
+    if len(branches) == 2 and kinds in ({"int", "long"}, {"float", "double"}):
+        return "long" if "long" in kinds else "double", nullable
+    return branches, nullable
+
+
 def spark_type(schema: Any) -> tuple[DataType, bool]:
     """Avro -> (Spark type, nullable), spark-avro's mapping."""
-    inner, nullable = _nullable(schema)
+    inner, nullable = _read_as(schema)
+    if isinstance(inner, list):  # only the member of the branch written is set
+        return StructType([StructField(f"member{i}", spark_type(b)[0], True) for i, b in enumerate(inner)]), nullable
     kind, logical = _type(inner), _logical(inner)
-    if kind == "union":
-        raise AvroError(f"unions of several non-null types are not supported: {json.dumps(inner)}")
     if logical == "decimal":
         return DecimalType(inner["precision"], inner.get("scale", 0)), nullable
     if logical in ("timestamp-millis", "timestamp-micros"):
@@ -362,14 +378,17 @@ class _Unresolvable(Exception):
 
 _PROMOTIONS = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"), ("long", "double"),
                ("float", "double"), ("string", "bytes"), ("bytes", "string")}
+_NAMED = ("record", "enum", "fixed")
 
 
 def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> pa.Array:
     """Avro schema resolution on a decoded Arrow column, cast to ``target``."""
-    w, w_null = _nullable(writer)
-    r, r_null = _nullable(reader)
+    w, w_null = _read_as(writer)
+    r, r_null = _read_as(reader)
     if w_null and not r_null and array.null_count:
         raise _Unresolvable("null written where the reader schema allows none")
+    if isinstance(w, list) or isinstance(r, list):
+        return _resolve_union(array, writer, reader, target)
     wk, rk = _type(w), _type(r)
     if wk == "record" and rk == "record":
         by_name = {f["name"]: f for f in w["fields"]}
@@ -404,11 +423,50 @@ def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> 
     return array.cast(target)
 
 
+def _resolve_union(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> pa.Array:
+    """Resolution where the writer or the reader is a union read as a struct: each written branch
+    (a member) is resolved to the first reader branch it matches, or to a reader that is no union."""
+    w, r = _read_as(writer)[0], _read_as(reader)[0]
+    merged = isinstance(writer, list) and not isinstance(w, list) and sum(b != "null" for b in writer) > 1
+    if merged and isinstance(r, list):
+        raise _Unresolvable("int and long (or float and double) are one column: which branch was written is lost")
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    written = list(zip(w, array.flatten())) if isinstance(w, list) else [(w, array)]
+    written = [(branch, values) for branch, values in written if values.null_count < len(values)]
+    if not isinstance(r, list):
+        resolved = [_resolve(values, branch, r, target) for branch, values in written]
+        return pc.coalesce(*resolved) if resolved else pa.nulls(len(array), target)
+    members: list[list[pa.Array]] = [[] for _ in r]
+    for branch, values in written:
+        index = _matching_branch(branch, r)
+        members[index].append(_resolve(values, branch, r[index], target.field(index).type))
+    children = [pc.coalesce(*m) if m else pa.nulls(len(array), f.type) for m, f in zip(members, target)]
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
+
+
+def _matching_branch(branch: Any, branches: list) -> int:
+    """The reader branch a written branch is read as: the first of its type (and name), else the first
+    it promotes to (Avro's rule, as Java's resolver applies it)."""
+    kind = _type(branch)
+    for index, candidate in enumerate(branches):
+        if _type(candidate) == kind and (kind not in _NAMED or candidate["name"] == branch["name"]):
+            return index
+    for index, candidate in enumerate(branches):
+        if (kind, _type(candidate)) in _PROMOTIONS:
+            return index
+    raise _Unresolvable(f"the reader's union has no branch for {kind}")
+
+
 def _constant(default: Any, schema: Any, target: pa.DataType, count: int) -> pa.Array:
     """A field's default (given in its underlying Avro type) as ``count`` values of ``target``."""
     inner, _ = _nullable(schema)
     if isinstance(schema, list):  # a union's default is of its first branch
         inner = schema[0]
+        if inner != "null" and isinstance(_read_as(schema)[0], list):  # the first member is set
+            first = _constant(default, inner, target.field(0).type, count)
+            rest = [pa.nulls(count, f.type) for f in list(target)[1:]]
+            return pa.StructArray.from_arrays([first, *rest], fields=list(target))
     if default is not None and _type(inner) in ("bytes", "fixed"):
         default = default.encode("latin-1")  # a JSON string of code points 0-255, one per byte
         if _logical(inner) == "decimal":
@@ -436,6 +494,8 @@ def _for_fastavro(schema: Any, seen: set[str] | None = None) -> Any:
     the plain type it makes of them."""
     seen = set() if seen is None else seen
     if isinstance(schema, list):
+        if isinstance(_read_as(schema)[0], str):  # int and long (float and double) as one number: plain
+            schema = [_type(branch) for branch in schema]
         return [_for_fastavro(branch, seen) for branch in schema]
     if not isinstance(schema, dict):
         return schema
@@ -452,6 +512,111 @@ def _for_fastavro(schema: Any, seen: set[str] | None = None) -> Any:
     return plain
 
 
+def _untagger(schema: Any) -> Callable[[Any], Any] | None:
+    """For a schema with a union read as a struct: what turns a value fastavro read with
+    ``return_named_type`` into the value of :func:`arrow_type`. None for other schemas: fastavro's
+    values are those already (and cheaper to read without the names)."""
+    return _converter(schema) if _struct_unions(schema) else None
+
+
+def _struct_unions(schema: Any) -> bool:
+    inner = _read_as(schema)[0]
+    kind = "union" if isinstance(inner, list) else _type(inner)
+    if kind == "record":
+        return any(_struct_unions(field["type"]) for field in inner["fields"])
+    if kind in ("array", "map"):
+        return _struct_unions(inner["items" if kind == "array" else "values"])
+    return kind == "union"
+
+
+def _converter(schema: Any) -> Callable[[Any], Any] | None:
+    """A named type in a union, ``(name, value)``, becomes the value; a union read as a struct
+    ``{"member<i>": value}`` of the branch written (the other members null). None: nothing to change."""
+    if isinstance(schema, list):
+        return _union_converter(schema)
+    kind = _type(schema)
+    if kind == "record":
+        fields = [(field["name"], convert) for field in schema["fields"] if (convert := _converter(field["type"]))]
+
+        def record(value: dict) -> dict:
+            for name, convert in fields:
+                value[name] = convert(value[name])
+            return value
+
+        return record if fields else None
+    if kind in ("array", "map"):
+        item = _converter(schema["items" if kind == "array" else "values"])
+        if item is None:
+            return None
+        return (lambda value: [item(v) for v in value]) if kind == "array" else (
+            lambda value: {k: item(v) for k, v in value.items()})
+    return None
+
+
+def _union_converter(schema: list) -> Callable[[Any], Any] | None:
+    branches = [branch for branch in schema if branch != "null"]
+    converters = [_converter(branch) for branch in branches]
+    struct = isinstance(_read_as(schema)[0], list)
+    if not struct and not any(converters) and all(_type(b) not in _NAMED for b in branches):
+        return None
+
+    def union(value: Any) -> Any:
+        if value is None:
+            return None
+        index, value = _branch_of(branches, value)
+        value = converters[index](value) if converters[index] else value
+        return {f"member{index}": value} if struct else value
+
+    return union
+
+
+_PYTHON_TYPES = {"boolean": bool, "int": int, "long": int, "float": float, "double": float, "bytes": bytes,
+                 "fixed": bytes, "string": str, "enum": str, "array": list, "map": dict, "record": dict,
+                 "decimal": decimal.Decimal, "date": datetime.date, "timestamp-millis": datetime.datetime,
+                 "timestamp-micros": datetime.datetime, "local-timestamp-millis": datetime.datetime,
+                 "local-timestamp-micros": datetime.datetime}
+
+
+def _branch_of(branches: list, value: Any) -> tuple[int, Any]:
+    """The union branch a value fastavro read was written with, and the value: a named type by the name
+    fastavro gives it, any other by the first branch whose type holds the value, the rule by which
+    fastavro's writer picks a branch (so int and long, float and double in one union are told apart
+    by range and precision only: a 1 written as long is read as the int branch's)."""
+    if isinstance(value, tuple):
+        name, value = value
+        return next(i for i, b in enumerate(branches) if _type(b) in _NAMED and b["name"] == name), value
+    index = next((i for i, branch in enumerate(branches) if _holds_value(branch, value)), None)
+    if index is None:
+        raise AvroError(f"no branch of the union {[_type(b) for b in branches]} holds {value!r}")
+    return index, value
+
+
+def _holds_value(schema: Any, value: Any) -> bool:
+    """Whether a value fastavro read can be of an Avro type: its Python type, and an int's range, a
+    float's precision, an enum's symbols, a fixed's size, a record's fields."""
+    kind, logical = _type(schema), _logical(schema)
+    if type(value) is not _PYTHON_TYPES[logical if logical in _MAPPED_LOGICAL else kind]:
+        return False
+    if kind == "int" and logical is None:
+        return -(1 << 31) <= value < 1 << 31
+    if kind == "float":
+        return _is_float32(value)
+    if kind == "enum":
+        return value in schema["symbols"]
+    if kind == "fixed" and logical is None:
+        return len(value) == schema["size"]
+    if kind == "record":
+        return set(value) == {field["name"] for field in schema["fields"]}
+    return True
+
+
+def _is_float32(value: float) -> bool:
+    try:
+        return value != value or struct.unpack("<f", struct.pack("<f", value))[0] == value
+    except OverflowError:
+        return False
+
+
 class Decoder:
     """Avro bodies written with ``writer`` -> Arrow values of the ``reader`` schema (``target`` type)."""
 
@@ -465,6 +630,8 @@ class Decoder:
         self._fastavro_reader = fastavro.parse_schema(_for_fastavro(reader)) if reader is not None else None
         self._header = container_header(json.dumps(plain_writer))
         self._sizer: Encoder | None = None
+        self._untag_writer = _untagger(self.writer)
+        self._untag_reader = self._untag_writer if reader is None else _untagger(reader)
 
     def decode(self, bodies: pa.BinaryArray | pa.LargeBinaryArray) -> tuple[pa.Array, dict[int, str]]:
         """The values, and ``{index: reason}`` for bodies that cannot be decoded (null there)."""
@@ -488,7 +655,9 @@ class Decoder:
                 return _resolve(_polars_read(block), self.writer, self.writer, self.target)
             except (PanicException, Exception):  # noqa: BLE001 - fastavro gives the reason, if any
                 pass
-        return pa.array(list(fastavro.reader(io.BytesIO(block))), self.target)
+        untag = self._untag_writer
+        rows = fastavro.reader(io.BytesIO(block), return_named_type=untag is not None)
+        return pa.array([untag(row) for row in rows] if untag else list(rows), self.target)
 
     def _columnar(self, bodies: pa.Array) -> pa.Array:
         width = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32
@@ -508,24 +677,25 @@ class Decoder:
     def _per_record(self, bodies: list[bytes]) -> tuple[pa.Array, dict[int, str]]:
         """Read with the writer schema, then resolved as the columnar path resolves (fastavro gives the
         defaults of bytes and millisecond timestamps other values); fastavro resolves the rest."""
-        rows, bad = self._read_each(bodies, None)
+        rows, bad = self._read_each(bodies, None, self._untag_writer)
         try:
             written = pa.array(rows, arrow_type(self.writer))
             return _resolve(written, self.writer, self.writer if self.reader is None else self.reader, self.target), bad
         except (_Unresolvable, AvroError, pa.ArrowException):
-            rows, bad = self._read_each(bodies, self._fastavro_reader)
+            rows, bad = self._read_each(bodies, self._fastavro_reader, self._untag_reader)
             return pa.array(rows, self.target), bad
 
-    def _read_each(self, bodies: list[bytes], reader_schema: Any) -> tuple[list, dict[int, str]]:
+    def _read_each(self, bodies: list[bytes], reader_schema: Any,
+                   untag: Callable[[Any], Any] | None) -> tuple[list, dict[int, str]]:
         rows, bad = [], {}
         reader, writer = fastavro.schemaless_reader, self._fastavro_writer
         for index, body in enumerate(bodies):
             try:
                 stream = io.BytesIO(body)
-                row = reader(stream, writer, reader_schema)
+                row = reader(stream, writer, reader_schema, return_named_type=untag is not None)
                 if stream.tell() != len(body):
                     raise ValueError(f"{len(body) - stream.tell()} bytes left after the record")
-                rows.append(row)
+                rows.append(untag(row) if untag else row)
             except Exception as exc:  # noqa: BLE001 - whatever fastavro raises, the record is bad
                 rows.append(None)
                 bad[index] = f"{type(exc).__name__}: {exc}"
