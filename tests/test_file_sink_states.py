@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import ArrayType, BinaryType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DayTimeIntervalType,
+    LongType,
+    StructField,
+    StructType,
+    VariantType,
+    YearMonthIntervalType,
+)
 
 from connectors.core.options import OptionError
 from connectors.files.sink import exactly_once, task_writer
@@ -373,12 +382,32 @@ def test_floats_are_written_as_spark_writes_them():
     assert float_texts(pa.array([0.1, 2.0], pa.float32())).to_pylist() == ["0.1", "2.0"]
 
 
-@pytest.mark.parametrize("data_type", [BinaryType(), ArrayType(LongType())])
-def test_csv_refuses_what_it_cannot_hold_at_query_start(data_type):
+@pytest.mark.parametrize("data_type, fmt, message", [
+    (BinaryType(), "csv", "cannot hold column 'payload' of type binary"),
+    (ArrayType(LongType()), "csv", "cannot hold column 'payload' of type array<bigint>"),
+    (VariantType(), "csv", "cannot hold column 'payload' of type variant"),  # as Spark's csv sink
+    # Spark writes INTERVAL '1' DAY, which cast(... as string) gives; ours would write Python's text
+    (DayTimeIntervalType(), "json", "column 'payload' holds a day-time interval: cast it to string"),
+    (ArrayType(DayTimeIntervalType()), "json", "column 'payload' holds a day-time interval"),
+    (DayTimeIntervalType(), "csv", "column 'payload' holds a day-time interval"),
+    # PySpark's Arrow conversion fails on these inside the task ("KeyError: 21")
+    (YearMonthIntervalType(), "parquet", "column 'payload' holds a year-month interval, which Spark cannot hand"),
+])  # fmt: skip
+def test_formats_refuse_what_they_cannot_hold_at_query_start(data_type, fmt, message):
     schema = StructType([StructField("id", LongType()), StructField("payload", data_type)])
-    with pytest.raises(OptionError, match=f"fileFormat' = 'csv': cannot hold column 'payload' of type "
-                                          f"{data_type.simpleString()}"):
-        check_schema(schema, "csv", ["id", "payload"])
+    with pytest.raises(OptionError, match=f"fileFormat' = '{fmt}': {message}"):
+        check_schema(schema, fmt, ["id", "payload"])
+
+
+def test_json_writes_a_variant_as_the_json_it_holds():
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import VariantVal
+
+    variant = VariantVal.parseJson('{"a":[1,null,"x"],"b":{"c":1.5}}')
+    kind = to_arrow_type(VariantType())
+    values = pa.array([{"value": variant.value, "metadata": variant.metadata}, None], kind)
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 2]), values], schema=pa.schema([("id", pa.int64()), ("v", kind)]))
+    assert encode_rows(batch, "json").decode().splitlines() == [f'{{"id":1,"v":{variant.toJson()}}}', '{"id":2,"v":null}']
 
 
 @pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])

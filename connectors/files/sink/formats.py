@@ -12,12 +12,23 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DayTimeIntervalType,
+    MapType,
+    StringType,
+    StructType,
+    VariantType,
+    YearMonthIntervalType,
+)
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
@@ -129,8 +140,29 @@ def check_schema(schema: StructType, file_format: str, data_columns: list[str]) 
         raise OptionError(FORMAT, "fileFormat", "text", f"needs exactly one string column, got [{shown}]")
     if file_format == "csv":
         for field in fields:
-            if isinstance(field.dataType, (StructType, ArrayType, MapType, BinaryType)):  # as Spark's csv sink
+            if isinstance(field.dataType, (StructType, ArrayType, MapType, BinaryType, VariantType)):  # as Spark's
                 raise OptionError(
                     FORMAT, "fileFormat", "csv",
                     f"cannot hold column {field.name!r} of type {field.dataType.simpleString()}",
                 )  # fmt: skip
+    for field in fields:
+        kinds = {type(kind) for kind in _types_in(field.dataType)}
+        if YearMonthIntervalType in kinds:  # PySpark's Arrow conversion fails on it inside the task
+            raise OptionError(FORMAT, "fileFormat", file_format, f"column {field.name!r} holds a year-month interval, "
+                              "which Spark cannot hand to a Python sink: cast it to string (Spark's text of it)")
+        if DayTimeIntervalType in kinds and file_format in ("csv", "json"):
+            raise OptionError(FORMAT, "fileFormat", file_format, f"column {field.name!r} holds a day-time interval: "
+                              "cast it to string, which gives the text Spark's own csv and json writers write")
+
+
+def _types_in(kind: DataType) -> Iterator[DataType]:
+    """``kind`` and every type nested in it."""
+    yield kind
+    if isinstance(kind, StructType):
+        for field in kind.fields:
+            yield from _types_in(field.dataType)
+    elif isinstance(kind, ArrayType):
+        yield from _types_in(kind.elementType)
+    elif isinstance(kind, MapType):
+        yield from _types_in(kind.keyType)
+        yield from _types_in(kind.valueType)

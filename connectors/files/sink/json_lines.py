@@ -29,7 +29,12 @@ def json_lines(batch: pa.RecordBatch) -> bytes:
 def _json(array: pa.Array) -> pa.Array:
     """The JSON text of every value of ``array`` ("null" for a null), as a large_string array."""
     kind = array.type
-    if pa.types.is_struct(kind):
+    if _is_variant(kind):  # Spark's json writer writes the JSON the variant holds
+        from pyspark.sql.types import VariantVal
+
+        texts = pa.array([None if v is None else VariantVal(v["value"], v["metadata"]).toJson()
+                          for v in array.to_pylist()], TEXT)  # fmt: skip
+    elif pa.types.is_struct(kind):
         parts: list[pa.Array | str] = ["{"]
         for index, (field, child) in enumerate(zip(kind, array.flatten())):
             parts += [("," if index else "") + json.dumps(field.name) + ":", _json(child)]
@@ -59,9 +64,15 @@ def _json(array: pa.Array) -> pa.Array:
     elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
         texts = pa.array([None if v is None else f'"{base64.b64encode(v).decode()}"' for v in array.to_pylist()],
                          TEXT)
-    else:  # time, durations, ...: what Python's json makes of them
+    else:  # time: what Python's json makes of it
         texts = pa.array([json.dumps(v, default=str) for v in array.to_pylist()], TEXT)
     return texts if array.null_count == 0 else pc.if_else(array.is_valid(), texts, _NULL)
+
+
+def _is_variant(kind: pa.DataType) -> bool:
+    """PySpark hands a variant over as a struct of binary value and metadata, the latter marked."""
+    return pa.types.is_struct(kind) and any(field.metadata and field.metadata.get(b"variant") == b"true"
+                                            for field in kind)  # fmt: skip
 
 
 def _string(array: pa.Array) -> pa.Array:
