@@ -30,8 +30,7 @@ from connectors.files.sink import exactly_once, task_writer
 from connectors.files.sink.buckets import directory_value, strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
 from connectors.files.sink.formats import check_schema, encode_rows
-from connectors.files.sink.json_lines import json_lines
-from connectors.files.sink.texts import float_texts
+from connectors.core.texts import float_texts
 from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
 from connectors.files.sink.state import STATE_DIR, Part, Piece, StateLog
@@ -371,7 +370,7 @@ def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
                                                   (pa.int32(), 7, "7"), (pa.date32(), datetime.date(2024, 1, 2), "2024-01-02")])
 def test_json_map_keys_are_json_strings(key_type, key, text):
     maps = pa.array([[(key, 1.5)], None, []], pa.map_(key_type, pa.float64()))
-    lines = json_lines(pa.record_batch([maps], names=["m"])).decode().splitlines()
+    lines = encode_rows(pa.record_batch([maps], names=["m"]), "json").decode().splitlines()
     assert [json.loads(line) for line in lines] == [{"m": {text: 1.5}}, {"m": None}, {"m": {}}]
 
 

@@ -6,14 +6,9 @@ the tasks as plain SQL text; values are only ever sent as COPY data or bound par
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
-import datetime as dt
-import decimal
 import hashlib
-import json
-import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
@@ -23,6 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 from pyspark.sql.types import StructType
 
+from connectors.core.json_text import json_texts
+from connectors.core.texts import TEXT
 from connectors.jdbc import FORMAT, binary
 from connectors.jdbc.options import JdbcSinkOptions, WriteMode
 from connectors.jdbc.table import (
@@ -181,23 +178,26 @@ def _naming_nul(chunk: pa.Table) -> Iterator[None]:
 
 
 def to_rows(table: pa.Table) -> list[tuple]:
-    """Rows of Python values psycopg2 can bind: structs and maps become JSON, in arrays each element."""
-    from psycopg2.extras import Json
-
+    """Rows of Python values psycopg2 can bind: structs and maps become their JSON text, as Spark's
+    ``to_json`` writes it with every digit kept (connectors.core.json_text), in arrays each element."""
     columns = []
     for name, column in zip(table.column_names, table.columns):
-        nested = _is_json(column.type)
-        listed = pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
-        elements = listed and _is_json(column.type.value_type)
-        try:
-            values = column.to_pylist(maps_as_pydicts="strict" if nested or elements else None)  # maps within too
-        except (OverflowError, ValueError) as exc:  # a date or timestamp outside years 1-9999
-            raise BadValue(f"input column '{name}' holds a value Python cannot represent ({exc}): only COPY (append "
-                           "without binary, array, struct or map columns) writes years past 9999 or BC") from None
-        if nested:
-            values = [None if v is None else Json(v, _json) for v in values]
-        elif elements:  # ARRAY['{...}', ...]: text[], which the statement casts to the column's json[] or jsonb[]
-            values = [None if v is None else [None if e is None else Json(e, _json) for e in v] for v in values]
+        column = column.combine_chunks()
+        kind = column.type
+        if _is_json(kind):
+            values = _json_values(column)
+        elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _is_json(kind.value_type):
+            # ARRAY['{...}', ...]: text[], which the statement casts to the column's json[] or jsonb[]
+            texts, at, values = _json_values(column.flatten()), 0, []
+            for length in pc.list_value_length(column).to_pylist():
+                values.append(None if length is None else texts[at:at + length])
+                at += length or 0
+        else:
+            try:
+                values = column.to_pylist()
+            except (OverflowError, ValueError) as exc:  # a date or timestamp outside years 1-9999
+                raise BadValue(f"input column '{name}' holds a value Python cannot represent ({exc}): only COPY "
+                               "(append without binary, array, struct or map columns) writes years past 9999 or BC") from None
         columns.append(values)
     return list(zip(*columns))
 
@@ -206,27 +206,9 @@ def _is_json(arrow_type: pa.DataType) -> bool:
     return pa.types.is_struct(arrow_type) or pa.types.is_map(arrow_type)
 
 
-def _json(value) -> str:
-    """A struct's or map's Python value as JSON, as Spark's ``to_json`` writes it (NaN and infinities
-    as strings, binary in base64) but with every digit: decimals exact, timestamps to the microsecond."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_json(_json_key(k))}: {_json(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(_json, value)) + "]"
-    if isinstance(value, float) and not math.isfinite(value):
-        return '"NaN"' if math.isnan(value) else '"Infinity"' if value > 0 else '"-Infinity"'
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, dt.date):  # and datetime
-        return json.dumps(value.isoformat())
-    if isinstance(value, bytes):
-        return json.dumps(base64.b64encode(value).decode())
-    return json.dumps(value)
-
-
-def _json_key(key) -> str:
-    """A map key as a JSON object's name: its JSON text, unquoted."""
-    return key if isinstance(key, str) else _json(key).strip('"')
+def _json_values(array: pa.Array) -> list[str | None]:
+    """The JSON text of each value; None (SQL NULL) for a null."""
+    return pc.if_else(array.is_valid(), json_texts(array), pa.scalar(None, TEXT)).to_pylist()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ quotes Arrow then doubles behind an escape are single again in the output: ``a"b
 ``"a\\"b"``, which Spark's reader and ours read back. The output holds ``\\""`` nowhere else: every
 quote of a value follows an escape, and a closing quote is followed by the separator or the end
 of the line. A null is an empty field, an empty string ``""``. Doubles and floats are written
-as Spark writes them (see ``texts.float_texts``), quoted; numbers, dates and timestamps are
+as Spark writes them (see ``connectors.core.texts.float_texts``), quoted; numbers, dates and timestamps are
 quoted too where the separator could be inside them (``sep='-'``).
 """
 
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from connectors.files.sink.texts import TEXT, float_texts
+from connectors.core.texts import TEXT, float_texts
 
 _QUOTE = '"'
 _IN_NUMBERS_AND_TIMES = "-+.: "  # with letters and digits, what numbers, dates and timestamps hold

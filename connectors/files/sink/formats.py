@@ -32,9 +32,9 @@ from pyspark.sql.types import (
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
+from connectors.core.json_text import json_texts
+from connectors.core.texts import lines
 from connectors.files.sink.csv_lines import CsvDialect, csv_lines, header_line
-from connectors.files.sink.json_lines import json_lines
-from connectors.files.sink.texts import lines
 
 
 class PartEncoder(Protocol):
@@ -118,7 +118,7 @@ def encode_rows(batch: pa.RecordBatch, file_format: str, dialect: CsvDialect = C
         return lines(batch.column(0).fill_null(""))
     if file_format == "csv":
         return csv_lines(batch, dialect)
-    return json_lines(batch)
+    return lines(json_texts(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))))
 
 
 # the compression option -> the Avro codec name

@@ -1,4 +1,4 @@
-"""Values as the text Spark's writers give them, built in Arrow: shared by the row formats."""
+"""Values as the text Spark's writers give them, built in Arrow: csv and JSON lines, JSON values."""
 
 from __future__ import annotations
 

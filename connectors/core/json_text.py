@@ -1,12 +1,13 @@
-"""JSON lines for the file sink: one object per row, every value exact, built column by column in Arrow.
+"""Spark values as JSON text, every value exact, built column by column in Arrow: the file sink's
+json lines and the JDBC sink's json / jsonb columns.
 
-What Spark's ``json`` source reads back into the same values: doubles and floats in their
-shortest round-trip form (NaN and the infinities as the strings Spark writes for them), decimals
-as plain numbers, binary in base64, dates as ``yyyy-MM-dd``, timestamps in ISO 8601 with
-microseconds (``Z``: UTC; none for timestamp_ntz), maps as objects, nulls as ``null``. Each
-column becomes an array of JSON texts, nested ones from their children's, joined by Arrow's
-string kernels; only strings with control characters, binary values and types without a
-vectorised form go through Python.
+What Spark's ``json`` source (and ``from_json``) reads back into the same values: doubles and
+floats in their shortest round-trip form (NaN and the infinities as the strings Spark writes for
+them), decimals as plain numbers, binary in base64, dates as ``yyyy-MM-dd``, timestamps in ISO 8601
+with microseconds (``Z``: UTC; none for timestamp_ntz), maps as objects, variants as the JSON they
+hold, nulls as ``null``. Each column becomes an array of JSON texts, nested ones from their
+children's, joined by Arrow's string kernels; only strings with control characters, binary values
+and types without a vectorised form go through Python.
 """
 
 from __future__ import annotations
@@ -17,16 +18,12 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connectors.files.sink.texts import TEXT, concat, float_texts, lines
+from connectors.core.texts import TEXT, concat, float_texts
 
 _NULL = pa.scalar("null", TEXT)
 
 
-def json_lines(batch: pa.RecordBatch) -> bytes:
-    return lines(_json(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))))
-
-
-def _json(array: pa.Array) -> pa.Array:
+def json_texts(array: pa.Array) -> pa.Array:
     """The JSON text of every value of ``array`` ("null" for a null), as a large_string array."""
     kind = array.type
     if _is_variant(kind):  # Spark's json writer writes the JSON the variant holds
@@ -37,15 +34,15 @@ def _json(array: pa.Array) -> pa.Array:
     elif pa.types.is_struct(kind):
         parts: list[pa.Array | str] = ["{"]
         for index, (field, child) in enumerate(zip(kind, array.flatten())):
-            parts += [("," if index else "") + json.dumps(field.name) + ":", _json(child)]
+            parts += [("," if index else "") + json.dumps(field.name) + ":", json_texts(child)]
         texts = concat(*parts, "}") if len(kind) else pa.array(["{}"] * len(array), TEXT)
     elif pa.types.is_map(kind):
         entries = array.values  # the key/value structs of every map, which the offsets index
-        keys = _json(entries.field(0))
+        keys = json_texts(entries.field(0))
         keys = pc.if_else(pc.starts_with(keys, '"'), keys, _string(keys))  # JSON keys are strings: 1 -> "1"
-        texts = _joined(array, concat(keys, ":", _json(entries.field(1))), "{", "}")
+        texts = _joined(array, concat(keys, ":", json_texts(entries.field(1))), "{", "}")
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        texts = _joined(array, _json(array.values), "[", "]")
+        texts = _joined(array, json_texts(array.values), "[", "]")
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         texts = _string(array)
     elif pa.types.is_floating(kind):
