@@ -353,6 +353,66 @@ def test_unions_are_resolved_branch_by_branch():
                                                 for u, p in zip(unions, range(1, 5))]
 
 
+MEMBERS = pa.struct([("member0", pa.int32()), ("member1", pa.string())])
+RECORDS = pa.struct([("member0", pa.struct([("a", pa.int32())])), ("member1", pa.struct([("a", pa.int32())]))])
+
+
+@pytest.mark.parametrize("union, column, values, branches, read_back", [
+    # the struct a union is read as: the first member set picks the branch; none set is null
+    (["null", "int", "string"], MEMBERS, [{"member0": 1, "member1": None}, {"member0": None, "member1": "s"}, None,
+                                          {"member0": None, "member1": None}, {"member0": 2, "member1": "x"}],
+     [1, 2, 0, 0, 1], [{"member0": 1, "member1": None}, {"member0": None, "member1": "s"}, None, None,
+                       {"member0": 2, "member1": None}]),
+    ([RECORD_A, RECORD_B], RECORDS, [{"member0": None, "member1": {"a": 2}}, {"member0": {"a": 3}, "member1": None}],
+     [1, 0], None),
+    # a plain column: the branch read as its type (a long in int and long is a long), else the first holding it
+    (["int", "long"], pa.int64(), [1, 1 << 40], [1, 1], None),
+    (["null", "float", "double"], pa.float64(), [0.5, None], [2, 0], None),
+    (["int", "string"], pa.string(), ["a"], [1], [{"member0": None, "member1": "a"}]),
+    (["string"], pa.string(), ["a"], [0], None),
+])
+def test_unions_are_written_as_spark_avro_writes_them(union, column, values, branches, read_back):
+    """What the source reads a union as is written back to the branch it came from, so a topic of
+    such records can be read and written again with its subject's schema; Spark's to_avro does alike."""
+    schema = {"type": "record", "name": "R", "namespace": "x", "fields": [{"name": "u", "type": union}]}
+    parsed, arrow = avro.parse(schema), pa.struct([("u", column)])
+    bodies = avro.Encoder(parsed, arrow).encode(pa.array([{"u": v} for v in values], arrow)).to_pylist()
+    assert [body[0] // 2 for body in bodies] == branches  # the branch index (zig-zag), first in the record
+    decoder = avro.Decoder(json.dumps(schema), parsed, avro.arrow_type(parsed))
+    decoded, bad = decoder.decode(pa.array(bodies, pa.binary()))
+    assert bad == {} and decoded.to_pylist() == [{"u": v} for v in (values if read_back is None else read_back)]
+
+
+@pytest.mark.parametrize("union, column, message", [
+    (["int", "string"], MEMBERS, "u is null \\(no member set\\) in a record, but its Avro union has no null branch"),
+    (["int", "string"], pa.float64(), "u is double, which no branch of its Avro union \\[\"int\", \"string\"\\] holds"),
+])
+def test_a_union_refuses_what_it_cannot_hold(union, column, message):
+    schema = {"type": "record", "name": "R", "fields": [{"name": "u", "type": union}]}
+    arrow = pa.struct([("u", column)])
+    with pytest.raises(avro.AvroError, match=message):
+        avro.Encoder(avro.parse(schema), arrow).encode(pa.array([{"u": {"member0": None, "member1": None}
+                                                                       if pa.types.is_struct(column) else 1.5}], arrow))
+
+
+def test_a_missing_column_is_written_as_its_default_in_avros_terms():
+    """A schema field the data lacks is written as its default, given in the underlying type: byte
+    code points for bytes, fixed and decimals (not UTF-8), the first branch for a union."""
+    fields = [{"name": "id", "type": "long"},
+              {"name": "b", "type": "bytes", "default": "\u00ff"},
+              {"name": "f", "type": {"type": "fixed", "name": "F", "size": 2}, "default": "\u00ff\u0001"},
+              {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+               "default": "\u0001\u0000"},
+              {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 1500},
+              {"name": "u", "type": ["int", "string"], "default": 7},
+              {"name": "n", "type": ["null", "string"], "default": None}]
+    schema = {"type": "record", "name": "R", "fields": fields}
+    arrow = pa.struct([("id", pa.int64())])
+    bodies = avro.Encoder(avro.parse(schema), arrow).encode(pa.array([{"id": 1}], arrow)).to_pylist()
+    assert bodies == fastavro_bodies(schema, [{"id": 1, "b": b"\xff", "f": b"\xff\x01", "d": decimal.Decimal("2.56"),
+                                               "ms": 1500, "u": 7, "n": None}])
+
+
 @pytest.mark.parametrize("kind, value", [
     (["null", {"type": "enum", "name": "E", "symbols": ["A", "B"]}], "B"),
     ({"type": "array", "items": {"type": "enum", "name": "E", "symbols": ["A", "B"]}}, ["A", "B"]),
@@ -546,3 +606,27 @@ def test_sink_writes_with_the_subjects_registered_version(spark, kafka_bootstrap
     got = AvroDeserializer(registry)(message.value(), SerializationContext(topic, MessageField.VALUE))
     assert got == {"id": 7, "customer": "n1", "amount": 2.5, "note": None, "at": AT, "channel": "web"}
     assert len(registry.get_versions(subject)) == 1
+
+
+def test_a_topic_with_unions_is_read_and_written_again_with_its_schema(spark, kafka_bootstrap, schema_registry_url,
+                                                                       registry, admin, topic):
+    """Kafka -> Kafka with the subject's own schema: unions of several types (read as structs of
+    members) go back to the branches they came from, as confluent-kafka's deserializer reads them."""
+    schema = {"type": "record", "name": "Event", "namespace": "x", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "u", "type": ["null", "int", "string", RECORD_A]},
+        {"name": "n", "type": ["int", "long"]}]}
+    rows = [{"id": 1, "u": 5, "n": 1 << 40}, {"id": 2, "u": "s", "n": 3}, {"id": 3, "u": {"a": 9}, "n": -1},
+            {"id": 4, "u": None, "n": 0}]
+    produce_with_confluent(kafka_bootstrap, topic, serializer(registry, schema), rows)
+    out = f"{topic}-out"
+    admin.create_topics([NewTopic(out, 1, 1)])[out].result(30)
+    registry.register_schema(f"{out}-value", Schema(json.dumps(schema), "AVRO"))
+    read(spark, kafka_bootstrap, topic, schema_registry_url).select("value").write.format(FORMAT) \
+        .option("kafka.bootstrap.servers", kafka_bootstrap).option("topic", out) \
+        .option("valueFormat", "avro-confluent").option("schema.registry.url", schema_registry_url) \
+        .option("valueSchemaVersion", "latest").mode("append").save()
+    deserialize = AvroDeserializer(registry)
+    got = [deserialize(m.value(), SerializationContext(out, MessageField.VALUE))
+           for m in consume_all(kafka_bootstrap, out, len(rows))]
+    assert sorted(got, key=lambda r: r["id"]) == rows

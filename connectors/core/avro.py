@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import io
 import json
 import os
@@ -849,7 +850,7 @@ class _Bytes(_Node):
 
 class _Record(_Node):
     def __init__(self, fields: list[tuple[str, _Node, Any]], path: str):
-        self.fields, self.path = fields, path  # (arrow field name or None for a default, node, default)
+        self.fields, self.path = fields, path  # (arrow field name, node, None) or (None, node, count -> defaults)
 
     def prepare(self, array, present):
         if isinstance(array, pa.ChunkedArray):
@@ -857,7 +858,7 @@ class _Record(_Node):
         _check_no_nulls(array, present, self.path or "the record")
         self.lengths = np.zeros(len(array), np.int64)
         for name, node, default in self.fields:
-            child = array.field(name) if name is not None else pa.array([default] * len(array))
+            child = array.field(name) if name is not None else default(len(array))
             node.prepare(child, present)
             self.lengths += node.lengths
 
@@ -868,22 +869,50 @@ class _Record(_Node):
             pos += node.lengths
 
 
-class _Nullable(_Node):
-    def __init__(self, child: _Node, null_index: int):
-        self.child, self.null_index = child, null_index
+class _Union(_Node):
+    """A union: each present value is written as its branch index, then as one of ``members``
+    (branch index, node); a null as the null branch, which writes nothing more. ``by_member``: the
+    value is a struct of one field per member, the first set picks it; else every value is of the
+    one member."""
+
+    def __init__(self, members: list[tuple[int, _Node]], null_index: int | None, path: str, by_member: bool):
+        self.members, self.null_index, self.path, self.by_member = members, null_index, path, by_member
 
     def prepare(self, array, present):
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
         valid = _valid(array) & present
-        self.child.prepare(array, valid)
-        self.valid = valid
-        self.lengths = np.where(present, 1, 0) + self.child.lengths
+        indexes = _zigzag(np.array([index for index, _ in self.members] + [self.null_index or 0]))
+        sizes = _varint_lengths(indexes)
+        if self.by_member:
+            children = [array.field(i) for i in range(len(self.members))]
+            chosen = np.full(len(array), -1)  # -1, no member set: the null branch, last in indexes
+            for i in reversed(range(len(children))):
+                chosen = np.where(valid & _valid(children[i]), i, chosen)
+            self.zz, self.head = indexes[chosen], np.where(present, sizes[chosen], 0)
+            unset = present & (chosen < 0)
+            picked = [chosen == i for i in range(len(children))]
+        else:  # the common ["null", T]: no gathers
+            children, unset, picked = [array], present & ~valid, [valid]
+            self.zz = np.where(valid, indexes[0], indexes[-1])
+            self.head = (present.astype(np.int64) if sizes.max() == 1
+                         else np.where(present, np.where(valid, sizes[0], sizes[-1]), 0))
+        if self.null_index is None and unset.any():
+            what = " (no member set)" if self.by_member else ""
+            raise AvroError(f"{self.path or 'the value'} is null{what} in a record, but its Avro union has no null branch")
+        self.lengths = self.head.copy()
+        for child, (_, node), rows in zip(children, self.members, picked):
+            node.prepare(child, rows)
+            self.lengths += node.lengths
 
     def write(self, out, pos):
-        # Branch indexes 0 and 1 zig-zag to the bytes 0 and 2; the buffer starts zeroed.
-        value_branch, null_branch = (2, 0) if self.null_index == 0 else (0, 2)
-        rows = np.flatnonzero(self.lengths)
-        out[pos[rows]] = np.where(self.valid[rows], value_branch, null_branch).astype(np.uint8)
-        self.child.write(out, pos + 1)
+        if self.head.max(initial=0) == 1:  # branch indexes below 64: a byte each, the zig-zag itself
+            rows = np.flatnonzero(self.head)
+            out[pos[rows]] = self.zz[rows].astype(np.uint8)
+        else:
+            _write_varints(out, pos, self.zz, self.head)
+        for _, node in self.members:
+            node.write(out, pos + self.head)
 
 
 class _Repeated(_Node):
@@ -1006,12 +1035,35 @@ def _enum_values(symbols: list[str], path: str) -> Callable[[pa.Array], np.ndarr
     return convert
 
 
+def _union(schema: list, arrow: pa.DataType, path: str) -> _Node:
+    """A union written as spark-avro writes it. From the struct it is read as (``member0``,
+    ``member1``, ... for the non-null branches), the first member set picks its branch. Any other
+    column goes to one branch: the one read as the column's type (a long into int and long is a
+    long), else the first that holds every value of it exactly. A null picks the null branch."""
+    branches = [(index, branch) for index, branch in enumerate(schema) if branch != "null"]
+    null_index = schema.index("null") if "null" in schema else None
+    names = [arrow.field(i).name for i in range(arrow.num_fields)] if pa.types.is_struct(arrow) else []
+    if len(branches) > 1 and names == [f"member{i}" for i in range(len(branches))]:
+        members = [(index, _compile(branch, arrow.field(i).type, f"{path}.member{i}"))
+                   for i, (index, branch) in enumerate(branches)]
+        return _Union(members, null_index, path, by_member=True)
+    if len(branches) == 1:
+        index = branches[0][0]
+    else:
+        column = from_arrow_type(arrow).simpleString()
+        read_as = [index for index, branch in branches if spark_type(branch)[0].simpleString() == column]
+        holding = [index for index, branch in branches if _type(branch) not in ("record", "array", "map")
+                   and _holds(branch, arrow)]
+        if not read_as and not holding:
+            raise AvroError(f"{path or 'the value'} is {column}, which no branch of its Avro union {json.dumps(schema)} "
+                            "holds exactly (a struct of member0, member1, ... picks a branch per row)")
+        index = (read_as or holding)[0]
+    return _Union([(index, _compile(schema[index], arrow, path))], null_index, path, by_member=False)
+
+
 def _compile(schema: Any, arrow: pa.DataType, path: str) -> _Node:
     if isinstance(schema, list):
-        inner, nullable = _nullable(schema)
-        if not nullable:
-            raise AvroError(f"{path}: unions of several non-null types cannot be written")
-        return _Nullable(_compile(inner, arrow, path), schema.index("null"))
+        return _union(schema, arrow, path)
     kind, logical = _type(schema), _logical(schema)
     if kind not in ("record", "array", "map") and not _holds(schema, arrow):
         raise AvroError(f"{path or 'the value'} is {arrow}, which its Avro type {json.dumps(schema)} "
@@ -1046,7 +1098,8 @@ def _compile(schema: Any, arrow: pa.DataType, path: str) -> _Node:
             elif "default" in field:
                 data_type, _ = spark_type(field["type"])
                 default_type = arrow_schema(StructType([StructField("v", data_type)])).field("v").type
-                fields.append((None, _compile(field["type"], default_type, prefix + field["name"]), field["default"]))
+                default = functools.partial(_constant, field["default"], field["type"], default_type)
+                fields.append((None, _compile(field["type"], default_type, prefix + field["name"]), default))
             else:
                 raise AvroError(f"the data has no column {prefix + field['name']} and its Avro field has no default")
         return _Record(fields, path)
