@@ -27,7 +27,8 @@ from pyspark.sql.types import (
 
 from connectors.core.options import OptionError
 from connectors.files.sink import exactly_once, task_writer
-from connectors.files.sink.buckets import directory_value, strftime_pattern
+from connectors.files.partition_directories import directory_name
+from connectors.files.sink.buckets import strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
 from connectors.files.sink.formats import check_schema, encode_rows
 from connectors.core.texts import float_texts
@@ -423,8 +424,8 @@ def test_date_time_pattern_and_directory_values():
     assert strftime_pattern("yyyy/MM/dd/'h'HH") == "%Y/%m/%d/h%H"
     with pytest.raises(ValueError, match="unsupported pattern letter 'Q'"):
         strftime_pattern("yyyy-Q")
-    assert directory_value("a/b=c") == "a%2Fb%3Dc" and directory_value(None) == "__HIVE_DEFAULT_PARTITION__"
-    assert directory_value(True) == "true"
+    assert directory_name("k", "a/b=c") == "k=a%2Fb%3Dc" and directory_name("k", None) == "k=__HIVE_DEFAULT_PARTITION__"
+    assert directory_name("k:1", True) == "k%3A1=true" and directory_name("k", "") == "k=__HIVE_DEFAULT_PARTITION__"
 
 
 @pytest.mark.parametrize(

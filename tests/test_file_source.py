@@ -89,6 +89,51 @@ def test_files_spark_wrote_read_back_to_the_same_rows(spark, tmp_path, fmt):
     assert rows(back) == rows(df)
 
 
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_partition_directories_read_as_spark_reads_them(spark, tmp_path, fmt):
+    """key=value directories of Spark's partitionBy: the same columns, types and values as Spark's
+    reader, escaped and null values included; a path below them has none unless basePath says
+    where the table starts; a schema given names the partition columns it wants."""
+    df = spark.sql("""
+        select id, cast(id % 3 as int) as n, if(id % 4 = 0, null, concat('s/:=%', id % 2)) as s,
+               date_add(date'2024-02-28', cast(id % 2 as int)) as day,
+               timestamp'2024-01-01 10:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 2) as ts,
+               if(id % 2 = 0, 5000000000, 1) as big, if(id % 2 = 0, 1.5d, 2d) as x
+        from range(8)""")
+    table = str(tmp_path / "t")
+    df.write.partitionBy("n", "s", "day", "ts", "big", "x").format(fmt).save(table)
+
+    def both(path, **options):
+        return (spark.read.format(fmt).options(**options).load(path),
+                spark.read.format("connectors.files").option("fileFormat", fmt).options(**options).load(path))
+
+    theirs, ours = both(table)
+    assert ours.schema.simpleString() == theirs.schema.simpleString()
+    assert ours.schema.simpleString() == "struct<id:bigint,n:int,s:string,day:date,ts:timestamp,big:bigint,x:double>"
+    assert sorted(ours.collect()) == sorted(theirs.collect())
+    below = f"{table}/n=1"
+    assert [frame.columns for frame in both(below)] == [["id", "s", "day", "ts", "big", "x"]] * 2
+    theirs, ours = both(below, basePath=table)
+    assert ours.columns == theirs.columns and sorted(ours.collect()) == sorted(theirs.collect())
+    given = spark.read.format("connectors.files").option("fileFormat", fmt).schema("id bigint, day string, n bigint")
+    assert sorted(given.load(table).collect()) == sorted(df.selectExpr("id", "string(day)", "bigint(n)").collect())
+
+
+def test_partition_columns_the_file_sink_writes_are_read_back(spark, tmp_path, unique):
+    """The file sink's bucketAssigner=column leaves the column out of the files and names the
+    directory after it; the source gives it back, in a stream with a schema too."""
+    out = tmp_path / "out"
+    df = spark.range(6).selectExpr("id", "if(id = 5, null, concat('k/', id % 2)) as k")
+    (df.write.format("connectors.files").options(fileFormat="json", bucketAssigner="column", bucketColumn="k")
+     .mode("append").save(str(out)))
+    back = spark.read.format("connectors.files").option("fileFormat", "json").load(str(out))
+    assert back.columns == ["id", "k"] and sorted(back.collect()) == sorted(df.collect())
+    query = (spark.readStream.format("connectors.files").schema("id bigint, k string").option("fileFormat", "json")
+             .load(str(out)).writeStream.format("memory").queryName(unique).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert sorted(spark.table(unique).collect()) == sorted(df.collect())
+
+
 def test_big_file_is_split_and_every_line_read_once(spark, tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("".join(f"{i}:{'z' * (i % 97)}\n" for i in range(200_000)))

@@ -18,6 +18,7 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     DateType,
+    DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
@@ -26,6 +27,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 from connectors.core.options import OptionError
@@ -34,6 +36,8 @@ from connectors.core.spark_compat import (
     ReadMaxBytes,
     ReadMaxFiles,
 )
+from connectors.files import partition_directories
+from connectors.files.source import partitions
 from connectors.files.source.compression import CODECS
 from connectors.files.source.formats import (
     CorruptFileError,
@@ -58,7 +62,7 @@ def config(**options) -> FileSourceOptions:
 
 def read_all(path: str, schema: StructType, partitions=None, **options) -> list[dict]:
     cfg = config(**options)
-    spec = read_spec(cfg, schema)
+    spec = read_spec(cfg, [path], schema)
     if partitions is None:
         partitions = plan(list(FileLister([path]).list().values()), cfg)
     return [row for p in partitions for batch in read_partition(spec, p) for row in batch.to_pylist()]
@@ -183,7 +187,7 @@ def test_csv_options_and_metadata_columns(tmp_path):
     path.write_text("a;b\n1;'p;q'\n2;NA\n")
     schema = StructType([*AB.fields, StructField("file", StringType()), StructField("mtime", StructType().add("x", StringType()))])
     with pytest.raises(OptionError, match="fileModificationTimeColumn.*must be timestamp"):
-        read_spec(config(fileFormat="csv", filePathColumn="file", fileModificationTimeColumn="mtime"), schema)
+        read_spec(config(fileFormat="csv", filePathColumn="file", fileModificationTimeColumn="mtime"), [str(path)], schema)
     from pyspark.sql.types import TimestampType
 
     schema = StructType([*AB.fields, StructField("file", StringType()), StructField("mtime", TimestampType())])
@@ -439,3 +443,42 @@ def test_paths_from_load_and_options():
 def test_options_render_back():
     cfg = FileSourceOptions(file_format="csv", max_files_per_trigger=10, discovery_interval=timedelta(seconds=5))
     assert FileSourceOptions.from_options(cfg.to_options()) == cfg
+
+
+@pytest.mark.parametrize("values, expected", [
+    (["1", "-7"], IntegerType()), (["1", "5000000000"], LongType()),
+    (["1", "123456789012345678901234"], DecimalType(24, 0)), (["1", "2.5"], DoubleType()),
+    (["5000000000", "1e3"], DoubleType()), (["NaN"], DoubleType()),
+    (["2024-02-29", "2024-03-01 10:00:00"], TimestampType()), (["2024-02-29"], DateType()),
+    (["2024-02-30"], StringType()), (["1", "a"], StringType()), (["2024-02-29", "1"], StringType()),
+    ([partition_directories.NULL_VALUE, "3"], IntegerType()), ([partition_directories.NULL_VALUE], StringType()),
+])
+def test_partition_types_are_inferred_and_widened_as_spark_does(values, expected):
+    files = [f"/t/p={value}/f{i}.json" for i, value in enumerate(values)]
+    assert partitions.infer(("/t",), files) == [StructField("p", expected, True)]
+
+
+def test_partition_values_stop_at_a_base_or_a_plain_directory():
+    assert partitions.path_values(("/t",), "/t/a=1/b=x%2Fy%3D/f") == (("a", "1"), ("b", "x/y="))
+    assert partitions.path_values(("/t/a=1",), "/t/a=1/b=2/f") == (("b", "2"),)
+    assert partitions.path_values(("/t",), "/t/a=1/plain/b=2/f") == (("b", "2"),)
+    assert partitions.path_values(("/t/*",), "/t/a=1/b=2/f") == (("b", "2"),)  # a glob match is a base
+    assert partitions.path_values(("/t",), f"/t/a={partition_directories.NULL_VALUE}/f") == (("a", None),)
+    assert partitions.path_values(("s3://b/t",), "s3://b/t/a=1/f") == (("a", "1"),)
+
+
+def test_conflicting_partition_directories_and_a_base_path_not_above_fail_clearly(tmp_path):
+    with pytest.raises(OptionError, match="conflicting partition directories: /t/a=1/f has the partition "
+                                          "columns \\['a'\\], /t/g has \\[\\]"):
+        partitions.infer(("/t",), ["/t/a=1/f", "/t/g"])
+    with pytest.raises(OptionError, match="option 'basePath' = '/elsewhere'.*the path .*/t is not under it"):
+        partitions.bases([str(tmp_path / "t")], "/elsewhere", None)
+
+
+def test_a_partition_value_its_column_cannot_hold_names_the_file(tmp_path):
+    directory = tmp_path / "n=abc"
+    directory.mkdir()
+    (directory / "f.json").write_text('{"a": 1}\n')
+    schema = StructType([StructField("a", LongType()), StructField("n", IntegerType())])
+    with pytest.raises(ValueError, match="f.json: the partition directory n=abc does not hold a int32 value for column 'n'"):
+        read_all(str(tmp_path), schema, fileFormat="json")

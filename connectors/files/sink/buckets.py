@@ -14,8 +14,9 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.files.partition_directories import directory_name
+
 DEFAULT_FORMAT = "yyyy-MM-dd--HH"
-NULL_VALUE = "__HIVE_DEFAULT_PARTITION__"  # Spark's directory name for a null partition value
 
 # Java DateTimeFormatter letters (the subset meaningful in a directory name) -> strftime.
 _JAVA_TO_STRFTIME = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
@@ -70,15 +71,4 @@ def _by_column(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str, pa.Rec
     rest = batch.drop_columns([column])
     for value in pc.unique(values).to_pylist():
         mask = pc.is_null(values) if value is None else pc.equal(values, pa.scalar(value, values.type))
-        yield f"{column}={directory_value(value)}", rest.filter(pc.fill_null(mask, False))
-
-
-def directory_value(value: object) -> str:
-    """A value as Spark spells it in a partition directory (percent-escaped, null as Hive does)."""
-    if value is None:
-        return NULL_VALUE
-    text = str(value).lower() if isinstance(value, bool) else str(value)
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text) or NULL_VALUE
-
-
-_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]}^')  # Spark's ExternalCatalogUtils.escapePathName
+        yield directory_name(column, value), rest.filter(pc.fill_null(mask, False))

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
 from connectors.core.filesystem import filesystem
+from connectors.files.source import partitions
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
 
 if TYPE_CHECKING:
@@ -98,12 +99,20 @@ class ReadSpec:
     encoding: str = "UTF-8"
     null_value: str = ""
     storage_options: dict | None = None
+    partition_bases: tuple[str, ...] = ()  # where the walk up a file's key=value directories stops
+    partition_values: partitions.Values = ()  # of the file read (for_file): columns of the schema only
 
     @property
     def data_schema(self) -> pa.Schema:
         """The columns that come from the file's content."""
-        special = {self.corrupt_column, self.path_column, self.mtime_column}
+        special = {self.corrupt_column, self.path_column, self.mtime_column, *(n for n, _ in self.partition_values)}
         return pa.schema([f for f in self.schema if f.name not in special])
+
+    def for_file(self, path: str) -> ReadSpec:
+        """This spec for the file at ``path``: the schema's columns its directories name come from there."""
+        found = [(name, value) for name, value in partitions.path_values(self.partition_bases, path)
+                 if name in self.schema.names and name not in (self.corrupt_column, self.path_column, self.mtime_column)]
+        return dataclasses.replace(self, partition_values=tuple(found)) if found else self
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,8 +430,11 @@ class BatchBuilder:
     def build(self, table: pa.Table, corrupt: list[str | None] | None = None) -> pa.RecordBatch:
         rows = table.num_rows
         arrays = []
+        partition_values = dict(self.spec.partition_values)
         for field in self.spec.schema:
-            if field.name == self.spec.path_column:
+            if field.name in partition_values:
+                arrays.append(partitions.column(partition_values[field.name], rows, field.type, self.split.path, field.name))
+            elif field.name == self.spec.path_column:
                 arrays.append(pa.array([self.split.path] * rows, field.type))
             elif field.name == self.spec.mtime_column:
                 arrays.append(pa.array([self.split.mtime_ms * 1000] * rows, pa.int64()).cast(field.type))
@@ -455,8 +467,8 @@ class SplitReader:
     """Reads one split; errors name the file (and line) so the user can find the bad input."""
 
     def __init__(self, spec: ReadSpec, split: FileSplit):
-        self.spec, self.split = spec, split
-        self.out = BatchBuilder(spec, split)
+        self.spec, self.split = spec.for_file(split.path), split
+        self.out = BatchBuilder(self.spec, split)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         fs, path = filesystem(self.split.path, self.spec.storage_options)

@@ -26,12 +26,15 @@ import stat
 import time
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 from fsspec.utils import stringify_path
 
 from connectors.core.filesystem import filesystem, full_path, is_local
+
+if TYPE_CHECKING:
+    from connectors.files.source.options import FileSourceOptions
 
 _GLOB_CHARS = frozenset("*?[")
 _TRUST_DIR_AFTER_NS = 2_000_000_000  # a directory time this much older than our read is settled
@@ -95,6 +98,11 @@ class FileLister:
         self._directories: dict[str, _Directory] = {}  # local directories by path
         self._whole: dict[int, dict[str, FileStatus]] = {}  # index in paths -> files listed whole
         self._filesystems: list[tuple[fsspec.AbstractFileSystem, str]] | None = None
+
+    @classmethod
+    def of_source(cls, config: FileSourceOptions, paths: Iterable[str]) -> FileLister:
+        return cls(paths, recursive=config.recursive_file_lookup, name_glob=config.path_glob_filter,
+                   storage_options=config.storage_options)
 
     def list(self) -> dict[str, FileStatus]:
         """Path -> status of every visible file now (deduplicated across overlapping paths)."""

@@ -39,6 +39,10 @@ class FileSourceOptions(Options):
     path_glob_filter: str | None = option(
         "pathGlobFilter", default=None, doc="only file names matching this glob, e.g. *.csv"
     )
+    base_path: str | None = option(
+        "basePath", default=None,
+        doc="where partition discovery stops going up key=value directories (default: each path)",
+    )
     discovery_interval: timedelta = option(
         "discoveryInterval", parse_duration, default=timedelta(seconds=1), checks=[non_negative],
         doc="least time between two directory listings, whatever the trigger (Flink's monitoring interval)",

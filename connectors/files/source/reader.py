@@ -62,7 +62,8 @@ def schema(options) -> StructType:
 
 def reader(options, schema: StructType) -> DataSourceReader:
     config = FileSourceOptions.from_options(options)
-    return FileBatchReader(config, parse_paths(options), read_spec(config, schema))
+    paths = parse_paths(options)
+    return FileBatchReader(config, paths, read_spec(config, paths, schema))
 
 
 def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
@@ -72,7 +73,7 @@ def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
         raise OptionError(FORMAT, "fileFormat", config.file_format,
                           "a stream of csv or json files needs a schema: spark.readStream.schema(...)")
     _check_archive_dir(config, paths)
-    return FileStreamReader(config, paths, read_spec(config, schema))
+    return FileStreamReader(config, paths, read_spec(config, paths, schema))
 
 
 def _check_archive_dir(config: FileSourceOptions, paths: Sequence[str]) -> None:
@@ -170,11 +171,6 @@ def _deal(splits: list[tuple[int, FileSplit]], tasks: int) -> list[FilePartition
     return [FilePartition(splits) for splits in assigned]
 
 
-def _lister(config: FileSourceOptions, paths: Sequence[str]) -> FileLister:
-    return FileLister(paths, recursive=config.recursive_file_lookup, name_glob=config.path_glob_filter,
-                      storage_options=config.storage_options)
-
-
 # ---------------------------------------------------------------------------------------------
 # Batch
 
@@ -184,7 +180,7 @@ class FileBatchReader(DataSourceReader):
         self.config, self.paths, self.spec = config, list(paths), spec
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan(list(_lister(self.config, self.paths).list().values()), self.config)
+        return plan(list(FileLister.of_source(self.config, self.paths).list().values()), self.config)
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.spec, partition)
@@ -251,7 +247,7 @@ class DirectoryMonitor:
 
     def __init__(self, config: FileSourceOptions, paths: Sequence[str]):
         self.config = config
-        self.lister = _lister(config, paths)
+        self.lister = FileLister.of_source(config, paths)
         self.lateness_ms = int(config.allowed_lateness.total_seconds() * 1000)
         self.max_age_ms = None if config.max_file_age is None else int(config.max_file_age.total_seconds() * 1000)
         self._listed_at: float | None = None

@@ -31,6 +31,7 @@ from connectors.core.arrow import arrow_schema
 from connectors.core.filesystem import filesystem
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
+from connectors.files.source import partitions
 from connectors.files.source.compression import codec_of, decompressing
 from connectors.files.source.formats import ReadSpec
 from connectors.files.source.listing import FileLister, FileStatus
@@ -61,28 +62,26 @@ class SchemaInference:
         self.config, self.paths = config, paths
 
     def infer(self) -> StructType:
+        files = sorted(FileLister.of_source(self.config, self.paths).list().values(), key=lambda f: f.path)
         if self.config.file_format == "text":
-            schema = StructType([StructField("value", StringType())])
+            fields = [StructField("value", StringType())]
         else:
-            files = self._files()
+            if not files:
+                raise OptionError(FORMAT, "path", ", ".join(self.paths),
+                                  f"no {self.config.file_format} files to infer a schema from; give a schema with .schema(...)")
             readers = {"parquet": self._parquet, "json": self._json, "csv": self._csv, "avro": self._avro}
-            arrow = readers[self.config.file_format](files)
+            arrow = readers[self.config.file_format](files[:SAMPLE_FILES])
             # prefer_timestamp_ntz as Spark 4.2+ defaults it (4.1 did not): the same schema on every line
             fields = from_arrow_schema(arrow, prefer_timestamp_ntz=True).fields
             if self.config.file_format in ("csv", "json"):  # parquet and avro say which timestamps they hold
                 fields = [StructField(f.name, _normalize(f.dataType)) for f in fields]
-            schema = StructType([StructField(f.name, f.dataType, True) for f in fields])
+        # As Spark: partition columns come last, and one named like a data column replaces it.
+        found = partitions.infer(partition_bases(self.config, self.paths), (f.path for f in files))
+        names = {f.name for f in found}
+        schema = StructType([StructField(f.name, f.dataType, True) for f in fields if f.name not in names] + found)
+        if self.config.file_format != "text":
             schema.fields[0].metadata = {INFERRED: True}
         return self._with_metadata_columns(schema)
-
-    def _files(self) -> list[FileStatus]:
-        lister = FileLister(self.paths, recursive=self.config.recursive_file_lookup,
-                            name_glob=self.config.path_glob_filter, storage_options=self.config.storage_options)
-        files = sorted(lister.list().values(), key=lambda f: f.path)
-        if not files:
-            raise OptionError(FORMAT, "path", ", ".join(self.paths),
-                              f"no {self.config.file_format} files to infer a schema from; give a schema with .schema(...)")
-        return files[:SAMPLE_FILES]
 
     def _parquet(self, files: list[FileStatus]) -> pa.Schema:
         fs, path = filesystem(files[0].path, self.config.storage_options)
@@ -145,11 +144,15 @@ class SchemaInference:
         return schema
 
 
+def partition_bases(config: FileSourceOptions, paths: Sequence[str]) -> tuple[str, ...]:
+    return partitions.bases(paths, config.base_path, config.storage_options)
+
+
 def is_inferred(schema: StructType) -> bool:
     return bool(schema.fields) and bool(schema.fields[0].metadata.get(INFERRED))
 
 
-def read_spec(config: FileSourceOptions, schema: StructType) -> ReadSpec:
+def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructType) -> ReadSpec:
     """Check ``schema`` against the options (at query start) and build what the tasks need."""
     names = set(schema.fieldNames())
     by_name = {f.name: f.dataType for f in schema.fields}
@@ -171,11 +174,15 @@ def read_spec(config: FileSourceOptions, schema: StructType) -> ReadSpec:
         path_column=config.file_path_column, mtime_column=config.file_modification_time_column,
         ignore_corrupt_files=config.ignore_corrupt_files, header=config.header, separator=config.separator,
         quote=config.quote, escape=config.escape, encoding=config.encoding, null_value=config.null_value,
-        storage_options=config.storage_options,
+        storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
     )
     data = spec.data_schema
+    if config.file_format == "text" and data.names != ["value"]:  # other columns may be partition columns
+        found = partitions.infer(spec.partition_bases, FileLister.of_source(config, paths).list())
+        data = pa.schema([f for f in data if f.name not in {p.name for p in found}])
     if config.file_format == "text" and (data.names != ["value"] or data.field("value").type != pa.string()):
-        raise OptionError(FORMAT, "fileFormat", "text", "the text format has one column, value string")
+        raise OptionError(FORMAT, "fileFormat", "text",
+                          "the text format has one column, value string, besides partition columns")
     if not data.names:
         raise OptionError(FORMAT, "fileFormat", config.file_format, "the schema has no data column")
     return spec
