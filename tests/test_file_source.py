@@ -134,6 +134,43 @@ def test_partition_columns_the_file_sink_writes_are_read_back(spark, tmp_path, u
     assert sorted(spark.table(unique).collect()) == sorted(df.collect())
 
 
+def test_multi_line_files_read_as_spark_reads_them(spark, tmp_path):
+    """multiLine: a json file is one document (an array of records or one record, laid out over
+    lines; numbers keep every digit), a csv value may hold newlines; a document that is not JSON is
+    one corrupt record, or fails naming its file in FAILFAST."""
+    (tmp_path / "j").mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "j" / "a.json").write_text('[\n  {"id": 1, "name": "a\\nb", "d": 12345678901234567890.12345,\n'
+                                           '   "tags": ["x",\n "y"]},\n  {"id": 2, "nested": {"k":\n 1}}\n]\n')
+    (tmp_path / "j" / "b.json").write_text('{\n "id": 3,\n "name": "one"\n}\n')
+    (tmp_path / "j" / "c.json").write_text("[]")
+    (tmp_path / "c" / "a.csv").write_text('id,name\n1,"multi\nline"\n2,"a ""q"""\n3,"z\r\nw"\n')
+    json_schema = "id bigint, name string, d decimal(30,5), tags array<string>, nested struct<k:int>"
+
+    def ours(fmt, path, schema, **options):
+        reader = spark.read.format("connectors.files").option("fileFormat", fmt).option("multiLine", "true")
+        return (reader.schema(schema) if schema else reader).options(**options).load(str(path))
+
+    def rows(frame) -> list[str]:
+        return sorted(map(str, frame.collect()))
+
+    spark_json = spark.read.schema(json_schema).option("multiLine", "true").json(str(tmp_path / "j"))
+    assert rows(ours("json", tmp_path / "j", json_schema)) == rows(spark_json)
+    assert len(rows(spark_json)) == 3
+    inferred = ours("json", tmp_path / "j", None)
+    assert inferred.schema.simpleString() == "struct<id:bigint,name:string,d:double,tags:array<string>,nested:struct<k:bigint>>"
+    csv_schema = "id int, name string"
+    spark_csv = spark.read.schema(csv_schema).options(multiLine="true", header="true", escape='"').csv(str(tmp_path / "c"))
+    assert rows(ours("csv", tmp_path / "c", csv_schema, header="true", escape='"')) == rows(spark_csv)
+    assert "multi\\nline" in rows(spark_csv)[0]
+
+    (tmp_path / "j" / "bad.json").write_text('[{"id": 4}, {"id": ')
+    corrupt = ours("json", tmp_path / "j", json_schema + ", _corrupt_record string").where("_corrupt_record is not null")
+    assert [r._corrupt_record for r in corrupt.collect()] == ['[{"id": 4}, {"id": ']
+    with pytest.raises(Exception, match="malformed record in .*bad.json, record 1 \\(mode FAILFAST\\)"):
+        ours("json", tmp_path / "j", json_schema, mode="FAILFAST").collect()
+
+
 def test_big_file_is_split_and_every_line_read_once(spark, tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("".join(f"{i}:{'z' * (i % 97)}\n" for i in range(200_000)))
@@ -312,6 +349,7 @@ def test_s3_batch_and_stream(spark, s3_server, tmp_path, unique):
         ({"fileFormat": "json"}, None, "a stream of csv or json files needs a schema"),
         ({"fileFormat": "text"}, SCHEMA, "the text format has one column, value string"),
         ({"fileFormat": "json", "filePathColumn": "f"}, SCHEMA, "option 'filepathcolumn' = 'f': the schema has no such column"),
+        ({"fileFormat": "parquet", "multiLine": "true"}, SCHEMA, "option 'multiline' = True: applies to csv and json, not parquet"),
     ],
 )
 def test_bad_options_fail_at_query_start(spark, tmp_path, options, schema, message):

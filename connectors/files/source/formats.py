@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -98,6 +99,7 @@ class ReadSpec:
     escape: str = "\\"
     encoding: str = "UTF-8"
     null_value: str = ""
+    multi_line: bool = False
     storage_options: dict | None = None
     partition_bases: tuple[str, ...] = ()  # where the walk up a file's key=value directories stops
     partition_values: partitions.Values = ()  # of the file read (for_file): columns of the schema only
@@ -233,7 +235,7 @@ class CsvParser:
         self.parse_options = dict(
             # escape = quote: RFC 4180's doubled quote, which double_quote reads
             delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape != spec.quote and spec.escape,
-            double_quote=True, newlines_in_values=False, ignore_empty_lines=True,
+            double_quote=True, newlines_in_values=spec.multi_line, ignore_empty_lines=True,
         )
 
     def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
@@ -266,7 +268,11 @@ class CsvParser:
         bad.clear()
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, bad)
         typed, bad_rows = _cast_or_mark(table, self.schema)
-        if bad_rows:
+        if bad_rows and self.spec.multi_line:  # a record may span lines: its fields name it
+            fields = table.take(bad_rows).to_pylist()
+            bad.extend(Malformed(row + 1, self.spec.separator.join(v or "" for v in record.values()))
+                       for row, record in zip(bad_rows, fields))
+        elif bad_rows:
             skipped = {m.line for m in bad}  # rows the parser dropped have no row in `table`
             lines = [line for line in _data_lines(block, skip) if line[0] not in skipped]
             bad.extend(Malformed(lines[row][0], lines[row][1]) for row in bad_rows)
@@ -340,6 +346,37 @@ class JsonParser:
                     bad.append((number, line))
             table = pa.concat_tables(kept) if kept else self.schema.empty_table()
         return table, sorted((Malformed(n, text) for n, text in bad), key=lambda m: m.line)
+
+
+_JSON = json.JSONDecoder()
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def document_records(text: str) -> list[str] | None:
+    """multiLine json: the text of each record of a document that is an array of them or one
+    record, as it is written (numbers keep their digits); None if the document is not JSON."""
+    def space(position: int) -> int:
+        return _JSON_SPACE.match(text, position).end()  # type: ignore[union-attr]
+
+    position = space(0)
+    if position == len(text):
+        return []
+    try:
+        if not text.startswith("[", position):
+            _, end = _JSON.raw_decode(text, position)
+            return [text[position:end]] if space(end) == len(text) else None
+        records, position = [], space(position + 1)
+        while not text.startswith("]", position):
+            if records:
+                if not text.startswith(",", position):
+                    return None
+                position = space(position + 1)
+            _, end = _JSON.raw_decode(text, position)
+            records.append(text[position:end])
+            position = space(end)
+        return records if space(position + 1) == len(text) else None
+    except ValueError:
+        return None
 
 
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as Spark's json writer puts them
@@ -487,9 +524,12 @@ class SplitReader:
             chunks = _range_chunks(raw, self.split.start, end)
         else:
             chunks = self._decompressed(decompressing(raw, codec))
-        parser = PARSERS[self.spec.file_format](self.spec)
-        line = 0  # lines before the current block
         try:
+            if self.spec.multi_line:
+                yield from self._document(b"".join(chunks))
+                return
+            parser = PARSERS[self.spec.file_format](self.spec)
+            line = 0  # lines before the current block
             for block in _line_blocks(chunks):
                 try:
                     table, bad = parser.parse(block, line == 0 and self.split.start == 0)
@@ -507,6 +547,24 @@ class SplitReader:
                 raise
             yield from self._skipped(exc)
 
+    def _document(self, data: bytes) -> Iterator[pa.RecordBatch]:
+        """multiLine: the whole file at once. A json document's records are put one per line (a JSON
+        value's newlines are only spaces between its tokens) for the json lines reader."""
+        if self.spec.file_format == "csv":
+            table, bad = CsvParser(self.spec).parse(data, True)
+        else:
+            text = data.decode(self.spec.encoding, errors="replace")
+            records = document_records(text)
+            if records is None:
+                table, bad = self.spec.data_schema.empty_table(), [Malformed(1, text)]
+            else:
+                lines = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
+                table, bad = JsonParser(dataclasses.replace(self.spec, encoding="UTF-8")).parse(lines, True)
+        if table.num_rows:
+            yield self.out.build(table)
+        if bad:
+            yield from self._malformed(bad, 0)
+
     def _decompressed(self, stream: BinaryIO) -> Iterator[bytes]:
         while True:
             try:
@@ -520,7 +578,7 @@ class SplitReader:
     def _malformed(self, bad: list[Malformed], lines_before: int) -> Iterator[pa.RecordBatch]:
         if self.spec.mode == "FAILFAST":
             first = bad[0]
-            where = f"line {lines_before + first.line}"
+            where = f"{'record' if self.spec.multi_line else 'line'} {lines_before + first.line}"
             if self.split.start > 0:
                 where += f" counted from byte {self.split.start}"
             raise MalformedRecordError(

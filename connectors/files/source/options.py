@@ -81,6 +81,11 @@ class FileSourceOptions(Options):
         doc="skip (and log) the rest of a corrupt or truncated file instead of failing",
     )
     header: bool = option("header", parse_bool, default=False, doc="csv: the first line holds column names")
+    multi_line: bool = option(
+        "multiLine", parse_bool, default=False,
+        doc="json: a file is one JSON document (an array of records, or one record); csv: quoted values may "
+            "hold newlines. Each file is then read whole, by one task",
+    )
     infer_schema: bool = option(
         "inferSchema", parse_bool, default=False, doc="csv batch reads: infer column types (else all strings)"
     )
@@ -111,6 +116,8 @@ class FileSourceOptions(Options):
             raise self.error("maxBytesPerTrigger", "cannot be combined with maxFilesPerTrigger (as in Spark)")
         if self.clean_source == "archive" and not self.source_archive_dir:
             raise self.error("cleanSource", "archive needs the option sourceArchiveDir")
+        if self.multi_line and self.file_format not in ("csv", "json"):
+            raise self.error("multiLine", f"applies to csv and json, not {self.file_format}")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
         try:
@@ -125,7 +132,7 @@ class FileSourceOptions(Options):
     @property
     def splittable_text(self) -> bool:
         """Line-oriented formats whose uncompressed files can be cut into byte ranges."""
-        return self.file_format in ("text", "csv", "json")
+        return self.file_format in ("text", "csv", "json") and not self.multi_line
 
 
 def parse_paths(raw: dict[str, str]) -> list[str]:

@@ -33,7 +33,7 @@ from connectors.core.options import OptionError
 from connectors.files import FORMAT
 from connectors.files.source import partitions
 from connectors.files.source.compression import codec_of, decompressing
-from connectors.files.source.formats import ReadSpec
+from connectors.files.source.formats import ReadSpec, document_records
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.options import FileSourceOptions
 
@@ -47,13 +47,19 @@ def _normalize(field_type: DataType) -> DataType:
     return TimestampType() if isinstance(field_type, TimestampNTZType) else field_type
 
 
-def _sample(file: FileStatus, storage_options: dict | None) -> bytes:
-    """The first ~MiB of a file's (decompressed) content, cut after its last complete line."""
-    fs, path = filesystem(file.path, storage_options)
+def _sample(file: FileStatus, config: FileSourceOptions) -> bytes:
+    """The first ~MiB of a file's (decompressed) content, cut after its last complete line; with
+    multiLine the whole file, as a record may span any number of lines."""
+    fs, path = filesystem(file.path, config.storage_options)
     with fs.open(path, "rb") as raw:
-        data = decompressing(raw, codec_of(file.path)).read(SAMPLE_BYTES)
-    if len(data) == SAMPLE_BYTES and b"\n" in data:
+        data = decompressing(raw, codec_of(file.path)).read(-1 if config.multi_line else SAMPLE_BYTES)
+    if len(data) == SAMPLE_BYTES and b"\n" in data and not config.multi_line:
         data = data[: data.rfind(b"\n") + 1]
+    if config.multi_line and config.file_format == "json":  # the records of the document, one per line
+        records = document_records(data.decode(config.encoding, errors="replace"))
+        if records is None:
+            raise OptionError(FORMAT, "path", file.path, "cannot infer a schema: not a JSON document (multiLine)")
+        data = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
     return data
 
 
@@ -102,7 +108,7 @@ class SchemaInference:
     def _json(self, files: list[FileStatus]) -> pa.Schema:
         schemas = []
         for file in files:
-            sample = _sample(file, self.config.storage_options)
+            sample = _sample(file, self.config)
             if sample.strip():
                 try:
                     schemas.append(pajson.read_json(io.BytesIO(sample)).schema)
@@ -112,7 +118,7 @@ class SchemaInference:
 
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
         config = self.config
-        first_line = _sample(files[0], config.storage_options).split(b"\n", 1)[0].decode(config.encoding, "replace")
+        first_line = _sample(files[0], config).split(b"\n", 1)[0].decode(config.encoding, "replace")
         tokens = next(csv.reader([first_line.rstrip("\r")], delimiter=config.separator, quotechar=config.quote), [])
         names = [token or f"_c{i}" for i, token in enumerate(tokens)] if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
@@ -120,10 +126,11 @@ class SchemaInference:
         schemas = []
         for file in files:
             table = pacsv.read_csv(
-                io.BytesIO(_sample(file, config.storage_options)),
+                io.BytesIO(_sample(file, config)),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if config.header else 0, encoding=config.encoding),
                 parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote,
                                                  escape_char=config.escape != config.quote and config.escape,
+                                                 newlines_in_values=config.multi_line,
                                                  invalid_row_handler=lambda row: "skip"),
                 convert_options=pacsv.ConvertOptions(null_values=[config.null_value]),
             )
@@ -174,6 +181,7 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
         path_column=config.file_path_column, mtime_column=config.file_modification_time_column,
         ignore_corrupt_files=config.ignore_corrupt_files, header=config.header, separator=config.separator,
         quote=config.quote, escape=config.escape, encoding=config.encoding, null_value=config.null_value,
+        multi_line=config.multi_line,
         storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
     )
     data = spec.data_schema
