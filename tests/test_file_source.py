@@ -158,7 +158,7 @@ def test_multi_line_files_read_as_spark_reads_them(spark, tmp_path):
     assert rows(ours("json", tmp_path / "j", json_schema)) == rows(spark_json)
     assert len(rows(spark_json)) == 3
     inferred = ours("json", tmp_path / "j", None)
-    assert inferred.schema.simpleString() == "struct<id:bigint,name:string,d:double,tags:array<string>,nested:struct<k:bigint>>"
+    assert inferred.schema.simpleString() == spark.read.option("multiLine", "true").json(str(tmp_path / "j")).schema.simpleString()
     csv_schema = "id int, name string"
     spark_csv = spark.read.schema(csv_schema).options(multiLine="true", header="true", escape='"').csv(str(tmp_path / "c"))
     assert rows(ours("csv", tmp_path / "c", csv_schema, header="true", escape='"')) == rows(spark_csv)
@@ -169,6 +169,24 @@ def test_multi_line_files_read_as_spark_reads_them(spark, tmp_path):
     assert [r._corrupt_record for r in corrupt.collect()] == ['[{"id": 4}, {"id": ']
     with pytest.raises(Exception, match="malformed record in .*bad.json, record 1 \\(mode FAILFAST\\)"):
         ours("json", tmp_path / "j", json_schema, mode="FAILFAST").collect()
+
+
+def test_json_inferred_and_read_as_spark_does(spark, tmp_path):
+    """Without a schema, json gets spark.read.json's columns and rows: sorted fields, strings kept
+    (dates too), big integers as decimals, mixed types as string (a number read as its text),
+    empty objects dropped, and the corrupt-record column for a line that is not an object."""
+    path = tmp_path / "a.json"
+    path.write_text(
+        '{"zeta": 1, "day": "2024-01-01", "alpha": {"y": 1.5, "b": true}, "n": null, "big": 12345678901234567890, '
+        '"arr": [1, 2.5], "e": {}, "mix": 1, "dec": 1}\n'
+        '{"zeta": 2, "day": "x", "alpha": {"y": 2, "b": false, "a": [null]}, "big": 1, "arr": [], '
+        '"mix": {"k": [true]}, "dec": 123456789012345678901234}\nnot json\n')
+    theirs = spark.read.json(str(path))
+    ours = spark.read.format("connectors.files").option("fileFormat", "json").load(str(path))
+    assert ours.schema.simpleString() == theirs.schema.simpleString() == (
+        "struct<_corrupt_record:string,alpha:struct<a:array<string>,b:boolean,y:double>,arr:array<double>,"
+        "big:decimal(20,0),day:string,dec:decimal(24,0),mix:string,n:string,zeta:bigint>")
+    assert sorted(map(str, ours.collect())) == sorted(map(str, theirs.collect()))
 
 
 def test_big_file_is_split_and_every_line_read_once(spark, tmp_path):

@@ -260,7 +260,7 @@ def test_a_null_in_a_column_declared_not_nullable_names_it(tmp_path):
 
 def test_inferred_timestamps_keep_the_zone_parquet_and_avro_say_they_have(tmp_path):
     """Zone-less timestamps are TIMESTAMP_NTZ where the file says so (parquet's isAdjustedToUTC=false,
-    Avro's local-timestamp), as Spark reads them; in json text they are read as UTC TIMESTAMP."""
+    Avro's local-timestamp), as Spark reads them; in json they stay strings, as Spark infers them."""
     import fastavro
 
     stamps = {"ts": pa.array([1], pa.timestamp("us", "UTC")), "ntz": pa.array([1], pa.timestamp("us"))}
@@ -273,7 +273,7 @@ def test_inferred_timestamps_keep_the_zone_parquet_and_avro_say_they_have(tmp_pa
     inferred = {fmt: SchemaInference(config(fileFormat=fmt), [str(tmp_path / f"t.{fmt}")]).infer().simpleString()
                 for fmt in ("parquet", "avro", "json")}
     assert inferred == {"parquet": "struct<ts:timestamp,ntz:timestamp_ntz>",
-                        "avro": "struct<ts:timestamp,ntz:timestamp_ntz>", "json": "struct<ts:timestamp>"}
+                        "avro": "struct<ts:timestamp,ntz:timestamp_ntz>", "json": "struct<ts:string>"}
 
 
 def test_csv_escape_same_as_quote_reads_rfc_4180(tmp_path):
@@ -482,3 +482,17 @@ def test_a_partition_value_its_column_cannot_hold_names_the_file(tmp_path):
     schema = StructType([StructField("a", LongType()), StructField("n", IntegerType())])
     with pytest.raises(ValueError, match="f.json: the partition directory n=abc does not hold a int32 value for column 'n'"):
         read_all(str(tmp_path), schema, fileFormat="json")
+
+
+def test_a_string_column_reads_any_json_value_as_its_text(tmp_path):
+    """As Spark: a number, boolean, object or array where a string goes is the text it is written
+    as, at any depth; a string stays a string, null stays null."""
+    path = tmp_path / "a.json"
+    path.write_text('{"m": {"k":[ true ,1.50]}, "s": {"x": 1.50}, "l": [1, "a", null]}\n'
+                    '{"m": "plain", "s": {"x": false}, "l": [{"q" : 1}]}\n{"m": null, "s": null, "l": null}\n')
+    schema = StructType([StructField("m", StringType()), StructField("s", StructType([StructField("x", StringType())])),
+                         StructField("l", ArrayType(StringType()))])
+    assert read_all(str(path), schema, fileFormat="json") == [
+        {"m": '{"k":[ true ,1.50]}', "s": {"x": "1.50"}, "l": ["1", "a", None]},
+        {"m": "plain", "s": {"x": "false"}, "l": ['{"q" : 1}']},
+        {"m": None, "s": None, "l": None}]

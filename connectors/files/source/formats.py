@@ -305,8 +305,7 @@ class JsonParser:
     def _read(self, block: bytes, in_python: bool = False) -> pa.Table:
         if self.maps or in_python:
             try:
-                lines = [json.dumps(_in_wire_form(json.loads(line), self.row)) for line in block.splitlines()
-                         if line.strip()]  # fmt: skip
+                lines = [json.dumps(_wire_record(line.decode(), self.row)) for line in block.splitlines() if line.strip()]
             except ValueError as exc:
                 raise pa.ArrowInvalid(f"not JSON: {exc}") from None
             block = "\n".join(lines).encode()
@@ -352,11 +351,73 @@ _JSON = json.JSONDecoder()
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
+def _space(text: str, position: int) -> int:
+    return _JSON_SPACE.match(text, position).end()  # type: ignore[union-attr]
+
+
+class _NotText(Exception):
+    """A value that is not a string where a string goes."""
+
+
+def _wire_record(line: str, row: pa.StructType) -> Any:
+    """One JSON line in the form :func:`_in_wire_form` gives; ValueError if it is not JSON. Parsed by
+    ``json`` (C), or, where a value that is not a string goes where a string goes, by :func:`_typed`,
+    which keeps the text that value is written as."""
+    try:
+        return _in_wire_form(json.loads(line), row)
+    except _NotText:
+        value, end = _typed(line, 0, row)
+        if _space(line, end) != len(line):
+            raise ValueError(f"extra data after the JSON value at {end}") from None
+        return _in_wire_form(value, row)
+
+
+def _typed(text: str, position: int, kind: pa.DataType) -> tuple[Any, int]:
+    """The JSON value at ``position`` of ``text``, and where it ends, where a value of Arrow type
+    ``kind`` goes: any value but a string where a string goes is the text it is written as
+    (``1.50``, ``{"a": 1}``), as Spark reads it; the rest as ``json`` parses it."""
+    position = _space(text, position)
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and not text.startswith('"', position):
+        value, end = _JSON.raw_decode(text, position)
+        return (None if value is None else text[position:end]), end
+    if (pa.types.is_struct(kind) or pa.types.is_map(kind)) and text.startswith("{", position):
+        fields = {} if pa.types.is_map(kind) else {field.name: field.type for field in kind}
+        values, position = {}, _space(text, position + 1)
+        while not text.startswith("}", position):
+            if values:
+                if not text.startswith(",", position):
+                    raise ValueError(f"expected ',' at {position}")
+                position = _space(text, position + 1)
+            if not text.startswith('"', position):
+                raise ValueError(f"expected a key at {position}")
+            key, position = json.decoder.scanstring(text, position + 1)
+            position = _space(text, position)
+            if not text.startswith(":", position):
+                raise ValueError(f"expected ':' at {position}")
+            child = kind.item_type if pa.types.is_map(kind) else fields.get(key)
+            values[key], position = (_JSON.raw_decode(text, _space(text, position + 1)) if child is None
+                                     else _typed(text, position + 1, child))
+            position = _space(text, position)
+        return values, position + 1
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and text.startswith("[", position):
+        items, position = [], _space(text, position + 1)
+        while not text.startswith("]", position):
+            if items:
+                if not text.startswith(",", position):
+                    raise ValueError(f"expected ',' at {position}")
+                position += 1
+            item, position = _typed(text, position, kind.value_type)
+            items.append(item)
+            position = _space(text, position)
+        return items, position + 1
+    return _JSON.raw_decode(text, position)
+
+
 def document_records(text: str) -> list[str] | None:
     """multiLine json: the text of each record of a document that is an array of them or one
     record, as it is written (numbers keep their digits); None if the document is not JSON."""
     def space(position: int) -> int:
-        return _JSON_SPACE.match(text, position).end()  # type: ignore[union-attr]
+        return _space(text, position)
 
     position = space(0)
     if position == len(text):
@@ -437,8 +498,10 @@ def _in_wire_form(value: Any, kind: pa.DataType) -> Any:
     """A parsed JSON value as pyarrow's reader reads it as ``_wire_type(kind)``: every object that
     is a map as a list of ``{"key": ..., "value": ...}`` entries, and Spark's strings for NaN and
     the infinities, where a float goes, as the numbers (which ``json.dumps`` writes as ``NaN``,
-    ``Infinity``, ``-Infinity``, and that reader reads). Anything not of its type stays as it is,
-    for the reader to refuse."""
+    ``Infinity``, ``-Infinity``, and that reader reads). Anything else not of its type stays as it
+    is, for the reader to refuse, but for a value where a string goes: see :func:`_wire_record`."""
+    if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and not isinstance(value, (str, type(None))):
+        raise _NotText
     if pa.types.is_floating(kind) and isinstance(value, str):
         return _NON_FINITE.get(value, value)
     if pa.types.is_map(kind) and isinstance(value, dict):

@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
     DataType,
+    DecimalType,
+    DoubleType,
+    LongType,
+    NullType,
     StringType,
     StructField,
     StructType,
@@ -106,15 +112,34 @@ class SchemaInference:
             raise OptionError(FORMAT, "path", files[0].path, f"cannot read an Avro schema from it: {exc}") from None
 
     def _json(self, files: list[FileStatus]) -> pa.Schema:
-        schemas = []
+        """Spark's JSON inference (``JsonInferSchema``) over the sample: fields sorted by name, strings
+        stay strings (dates and times too), integers are bigint or, past it, decimal(n,0); a record
+        that is not a JSON object adds the corrupt-record column in PERMISSIVE mode."""
+        inferred: DataType = StructType([])
+        corrupt = False
         for file in files:
-            sample = _sample(file, self.config)
-            if sample.strip():
+            for line in _sample(file, self.config).decode(self.config.encoding, errors="replace").splitlines():
+                if not line.strip():
+                    continue
                 try:
-                    schemas.append(pajson.read_json(io.BytesIO(sample)).schema)
-                except pa.ArrowInvalid as exc:
-                    raise OptionError(FORMAT, "path", file.path, f"cannot infer a JSON schema ({exc}); give a schema") from None
-        return self._unify(schemas, files)
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                if not isinstance(record, dict):
+                    if self.config.mode == "FAILFAST":
+                        raise OptionError(FORMAT, "path", file.path,
+                                          f"cannot infer a schema: a line is not a JSON object: {line[:200]!r}")
+                    corrupt = True
+                    continue
+                inferred = _wider_json(inferred, _json_type(record))
+        canonical = _canonical(inferred)
+        fields = list(canonical.fields) if isinstance(canonical, StructType) else []
+        if corrupt and self.config.mode == "PERMISSIVE":
+            name = self.config.column_name_of_corrupt_record
+            fields = sorted([f for f in fields if f.name != name] + [StructField(name, StringType())], key=lambda f: f.name)
+        if not fields:
+            raise OptionError(FORMAT, "path", files[0].path, "the files hold no JSON record; give a schema with .schema(...)")
+        return arrow_schema(StructType(fields))
 
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
         config = self.config
@@ -149,6 +174,68 @@ class SchemaInference:
         if self.config.file_modification_time_column:
             schema = schema.add(self.config.file_modification_time_column, TimestampType())
         return schema
+
+
+_MAX_DIGITS = 38  # of a Spark decimal
+
+
+def _json_type(value: object) -> DataType:
+    """The Spark type of one JSON value, as Spark's JSON inference gives it."""
+    if value is None:
+        return NullType()
+    if isinstance(value, bool):
+        return BooleanType()
+    if isinstance(value, int):
+        if -(2**63) <= value < 2**63:
+            return LongType()
+        digits = len(str(abs(value)))
+        return DecimalType(digits, 0) if digits <= _MAX_DIGITS else DoubleType()
+    if isinstance(value, float):
+        return DoubleType()
+    if isinstance(value, list):
+        element: DataType = NullType()
+        for item in value:
+            element = _wider_json(element, _json_type(item))
+        return ArrayType(element)
+    if isinstance(value, dict):
+        return StructType(sorted((StructField(k, _json_type(v)) for k, v in value.items()), key=lambda f: f.name))
+    return StringType()
+
+
+def _wider_json(left: DataType, right: DataType) -> DataType:
+    """Spark's ``compatibleType``: one type that holds values of both."""
+    if left == right or isinstance(right, NullType):
+        return left
+    if isinstance(left, NullType):
+        return right
+    if isinstance(left, StructType) and isinstance(right, StructType):
+        merged = {f.name: f.dataType for f in left.fields}
+        for field in right.fields:
+            merged[field.name] = _wider_json(merged[field.name], field.dataType) if field.name in merged else field.dataType
+        return StructType([StructField(name, merged[name]) for name in sorted(merged)])
+    if isinstance(left, ArrayType) and isinstance(right, ArrayType):
+        return ArrayType(_wider_json(left.elementType, right.elementType))
+    numbers = (LongType, DecimalType, DoubleType)
+    if isinstance(left, numbers) and isinstance(right, numbers):
+        if isinstance(left, DoubleType) or isinstance(right, DoubleType):
+            return DoubleType()
+        left_d, right_d = (t if isinstance(t, DecimalType) else DecimalType(20, 0) for t in (left, right))
+        scale = max(left_d.scale, right_d.scale)
+        digits = max(left_d.precision - left_d.scale, right_d.precision - right_d.scale) + scale
+        return DecimalType(digits, scale) if digits <= _MAX_DIGITS else DoubleType()
+    return StringType()
+
+
+def _canonical(data_type: DataType) -> DataType | None:
+    """As Spark ends its inference: a type seen only as null is string; an empty struct goes away."""
+    if isinstance(data_type, NullType):
+        return StringType()
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_canonical(data_type.elementType) or StringType())
+    if isinstance(data_type, StructType):
+        fields = [StructField(f.name, t) for f in data_type.fields if (t := _canonical(f.dataType)) is not None]
+        return StructType(fields) if fields else None
+    return data_type
 
 
 def partition_bases(config: FileSourceOptions, paths: Sequence[str]) -> tuple[str, ...]:
