@@ -311,6 +311,15 @@ def test_topic_option_overrides_the_topic_column(spark, kafka_bootstrap, unique)
     assert sorted(r.value for r in consume(kafka_bootstrap, target)) == [b"a", b"b"]
 
 
+def test_topic_option_overrides_a_topic_column_of_any_type(spark, kafka_bootstrap, unique):
+    # The column is never read then; it failed the query at its start (Spark's sink writes).
+    target = create_topic(kafka_bootstrap, unique, 1)
+    assert RecordLayout.of(_schema(value=StringType(), topic=IntegerType()), target).columns == ("value",)
+    df = spark.createDataFrame([("a", 1), ("b", None)], "value string, topic int")
+    df.write.format("connectors.kafka").options(**sink_options(kafka_bootstrap, target)).mode("append").save()
+    assert sorted(r.value for r in consume(kafka_bootstrap, target)) == [b"a", b"b"]
+
+
 def test_same_key_lands_on_the_same_partition_as_with_the_java_client(spark, kafka_bootstrap, unique):
     # Java's default partitioner is murmur2; librdkafka's default (CRC32) would spread keys differently.
     topic = create_topic(kafka_bootstrap, unique, 6)
@@ -546,6 +555,31 @@ def test_unknown_topic_in_column_fails_the_write(spark, kafka_bootstrap, unique)
             "kafka.allow.auto.create.topics", "false").option("kafka.topic.metadata.propagation.max.ms", "1000").mode("append").save()
     assert "1 record(s) were not delivered" in str(info.value)
     assert f"topic '{unique}'" in str(info.value) and "Unknown topic" in str(info.value)
+
+
+@pytest.mark.parametrize("partition", [-1, -2])
+def test_negative_partition_fails_the_write(spark, kafka_bootstrap, unique, partition):
+    # librdkafka takes -1 for "the partitioner chooses": it was written to some partition unnoticed
+    # (Spark's sink fails: "Invalid partition: -1").
+    topic = create_topic(kafka_bootstrap, unique, 2)
+    df = spark.createDataFrame([("a", 0), ("b", partition)], "value string, partition int").coalesce(1)
+    with pytest.raises(PySparkException) as info:
+        df.write.format("connectors.kafka").options(**sink_options(kafka_bootstrap, topic)).mode("append").save()
+    assert f"row 1 of the batch has partition {partition}: a partition must not be negative" in str(info.value)
+    assert consume(kafka_bootstrap, topic) == []
+
+
+@pytest.mark.parametrize("header", [("k", None), None], ids=["null key", "null header"])
+def test_header_with_null_key_fails_the_write(spark, kafka_bootstrap, unique, header):
+    # A null key was written as the header key 'None'; Spark's sink fails (a NullPointerException).
+    topic = create_topic(kafka_bootstrap, unique, 1)
+    schema = StructType([StructField("value", StringType()), StructField("headers", HEADERS_TYPE)])
+    rows = [("a", [("h", b"1")]), ("b", None), ("c", [("h", b"2"), header and (None, b"x")])]
+    with pytest.raises(PySparkException) as info:
+        spark.createDataFrame(rows, schema).coalesce(1).write.format("connectors.kafka").options(
+            **sink_options(kafka_bootstrap, topic)).mode("append").save()
+    assert "row 2 of the batch has a null header or a header with a null key" in str(info.value)
+    assert consume(kafka_bootstrap, topic) == []
 
 
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -72,6 +73,8 @@ class RecordLayout:
             raise ColumnError("value", f"required, but the input has only {', '.join(fields) or 'no columns'}; "
                               "select or alias a string or binary column as 'value'")
         for name, (allowed, spelled) in _EXPECTED.items():
+            if name == "topic" and topic is not None:
+                continue  # the option wins and the column is never read, whatever its type (as Spark's sink)
             if name in fields and not any(_same_type(fields[name], t) for t in allowed):
                 raise ColumnError(name, f"has type {fields[name].simpleString()}; expected {spelled} "
                                   "(cast it, as for Spark's Kafka sink)")
@@ -92,12 +95,31 @@ class RecordLayout:
         values = batch.column("value").to_pylist()
         keys = batch.column("key").to_pylist() if self.has_key else itertools.repeat(None, n)
         topics = self._topics(batch) if self.topic is None else itertools.repeat(self.topic, n)
-        partitions = (
-            [UNASSIGNED_PARTITION if p is None else p for p in batch.column("partition").to_pylist()]
-            if self.has_partition else itertools.repeat(UNASSIGNED_PARTITION, n)
-        )
-        headers = _headers(batch.column("headers").to_pylist()) if self.has_headers else itertools.repeat(None, n)
+        partitions = self._partitions(batch) if self.has_partition else itertools.repeat(UNASSIGNED_PARTITION, n)
+        headers = self._headers(batch) if self.has_headers else itertools.repeat(None, n)
         return zip(topics, values, keys, partitions, headers)
+
+    @staticmethod
+    def _partitions(batch: pa.RecordBatch) -> list[int]:
+        column = batch.column("partition")
+        # librdkafka reads -1 as "the partitioner chooses", so a negative partition would land in
+        # any partition unnoticed; Spark's sink (the Java ProducerRecord) refuses it too.
+        if column.null_count < len(column) and pc.min(column).as_py() < 0:
+            row = pc.index(pc.less(column, 0), True).as_py()
+            raise RecordError(f"row {row} of the batch has partition {column[row].as_py()}: a partition must not "
+                              "be negative (null lets the partitioner choose)")
+        return [UNASSIGNED_PARTITION if p is None else p for p in column.to_pylist()]
+
+    @staticmethod
+    def _headers(batch: pa.RecordBatch) -> list[list[tuple[str, bytes | None]] | None]:
+        column = batch.column("headers")
+        # A null key would be written as the header key 'None' (the producer takes str() of it).
+        keys = pc.struct_field(pc.list_flatten(column), [0])  # null too where the header itself is null
+        if keys.null_count:
+            row = pc.list_parent_indices(column)[pc.index(keys.is_null(), True).as_py()].as_py()
+            raise RecordError(f"row {row} of the batch has a null header or a header with a null key; "
+                              "Kafka header keys are strings")
+        return [None if row is None else [(h["key"], h["value"]) for h in row] for row in column.to_pylist()]
 
     def _topics(self, batch: pa.RecordBatch) -> list[str]:
         column = batch.column("topic")
@@ -105,10 +127,6 @@ class RecordLayout:
             row = column.is_null().to_pylist().index(True)
             raise RecordError(f"row {row} of the batch has a null topic and the option 'topic' is not set")
         return column.to_pylist()
-
-
-def _headers(rows: Iterable[list[dict] | None]) -> list[list[tuple[str, bytes | None]] | None]:
-    return [None if row is None else [(h["key"], h["value"]) for h in row] for row in rows]
 
 
 def _same_type(actual: DataType, expected: DataType) -> bool:
