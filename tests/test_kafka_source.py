@@ -186,6 +186,11 @@ BAD_OPTIONS = [
     ({"subscribe": "a", "maxBytesPerBatch": "2g"}, "option 'maxBytesPerBatch' = 2147483648: must be at most 1g"),
     ({"subscribe": "a", "targetRecordsPerPartition": "0"},
      "option 'targetRecordsPerPartition' = '0': must be greater than 0"),
+    # The broker read -3 as "the record with the largest timestamp": a read from there, without a word.
+    ({"subscribe": "a", "startingOffsets": '{"a":{"0":-3,"1":-2}}'},
+     "option 'startingOffsets' = '{\"a\":{\"0\":-3,\"1\":-2}}': offset -3 of topic a partition 0: expected an "
+     "offset (>= 0), -2 for earliest or -1 for latest"),
+    ({"subscribe": "a", "endingOffsets": '{"a":{"0":-1,"1":-7}}'}, "offset -7 of topic a partition 1: expected"),
 ]
 
 
@@ -371,6 +376,24 @@ def test_batch_by_timestamps(spark, kafka_bootstrap, topic):
     assert read(startingTimestamp=str(base + 99_000), startingOffsetsByTimestampStrategy="latest") == []
     with pytest.raises(PySparkException, match=f"no record at or after timestamp {base + 99_000} in topic {name}"):
         read(startingTimestamp=str(base + 99_000))
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_batch_start_after_its_end_fails_naming_both_options(spark, kafka_bootstrap, topic, fail_on_data_loss):
+    # Was taken for data loss: "topic recreated?" or, with failOnDataLoss=false, a read from the
+    # earliest offset of records before the start asked for. Spark's batch read fails too.
+    name = topic(2)
+    produce(kafka_bootstrap, name, [f"p0-{i}" for i in range(5)], partition=0)
+    read = lambda **o: values(  # noqa: E731
+        source(spark, kafka_bootstrap, subscribe=name, failOnDataLoss=fail_on_data_loss, **o))
+    with pytest.raises(PySparkException) as info:
+        read(startingOffsets=json.dumps({name: {"0": 3, "1": -2}}), endingOffsets=json.dumps({name: {"0": 2, "1": -1}}))
+    assert (f"topic {name} partition 0: the start offset 3 (option 'startingOffsets') is after the end offset 2 "
+            "(option 'endingOffsets')") in str(info.value)
+    with pytest.raises(PySparkException, match="start offset 9 .*is after the end offset 5 .option 'endingOffsets'"):
+        read(startingOffsets=json.dumps({name: {"0": 9, "1": -2}}))
+    assert read(startingOffsets=json.dumps({name: {"0": 2, "1": -2}}),
+                endingOffsets=json.dumps({name: {"0": 2, "1": -1}})) == []
 
 
 def test_unreachable_broker_fails_at_query_start(spark, tmp_path):

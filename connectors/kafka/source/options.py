@@ -67,9 +67,17 @@ def parse_offsets(text: str) -> OffsetsSpec:
     if text.strip().lower() in (EARLIEST, LATEST):
         return text.strip().lower()
     try:
-        return _partition_map(text, "offsets")
+        offsets = _partition_map(text, "offsets")
     except json.JSONDecodeError:
         raise ValueError('expected earliest, latest or JSON such as {"topicA":{"0":23,"1":-1}}') from None
+    # Brokers read other negative numbers as other requests (-3: the record with the largest
+    # timestamp), which would start or end a read somewhere else without a word.
+    for topic, parts in offsets.items():
+        for partition, offset in parts.items():
+            if offset < EARLIEST_OFFSET:
+                raise ValueError(f"offset {offset} of topic {topic} partition {partition}: expected an offset "
+                                 f"(>= 0), {EARLIEST_OFFSET} for earliest or {LATEST_OFFSET} for latest")
+    return offsets
 
 
 def parse_timestamps(text: str) -> PartitionMap:

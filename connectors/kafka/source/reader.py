@@ -34,7 +34,7 @@ from connectors.core.spark_compat import (
     SupportsTriggerAvailableNow,
 )
 from connectors.kafka import FORMAT
-from connectors.kafka.source.client import BrokerClient
+from connectors.kafka.source.client import BrokerClient, KafkaSourceError
 from connectors.kafka.source.offsets import (
     SPLIT,
     START,
@@ -136,9 +136,19 @@ class KafkaBatchReader(_PlansRanges, DataSourceReader):
             tps = broker.partitions()
             strategy = self.options.starting_offsets_by_timestamp_strategy
             kind, spec = self.options.starting(EARLIEST)
-            start = broker.resolve(tps, kind, spec, _option_name("starting", kind), strategy)
+            starting = _option_name("starting", kind)
+            start = broker.resolve(tps, kind, spec, starting, strategy)
             kind, spec = self.options.ending()
-            end = broker.resolve(tps, kind, spec, _option_name("ending", kind), "latest")
+            ending = _option_name("ending", kind)
+            end = broker.resolve(tps, kind, spec, ending, "latest")
+            # Both ends come from the options, resolved now: a start past the end is a wrong option,
+            # not data loss (which failOnDataLoss=false would turn into a read from the earliest
+            # offset). Spark's batch read fails the same way.
+            for (topic, partition), offset in sorted(start.items()):
+                if offset > end[topic, partition]:
+                    raise KafkaSourceError(
+                        f"{FORMAT}: topic {topic} partition {partition}: the start offset {offset} (option "
+                        f"'{starting}') is after the end offset {end[topic, partition]} (option '{ending}')")
             return self._tasks(broker, start, end)
         finally:
             broker.close()
