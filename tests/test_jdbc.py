@@ -230,6 +230,35 @@ def test_odd_table_schema_and_column_names(spark, postgres_dsn, pg, unique):
     assert table_name  # the name really contains a quote and a dot
 
 
+def test_a_missing_table_is_created_as_spark_creates_it(spark, postgres_dsn, pg, unique):
+    """Spark's PostgreSQL column types, but timestamptz for an instant and jsonb for structs and maps;
+    NOT NULL for a column that is not nullable; createTableColumnTypes and createTableOptions; an
+    upsert's keyColumns as the primary key."""
+    df = spark.sql("""
+        SELECT id, CAST(id AS INT) AS i, CAST(id AS SMALLINT) AS s, CAST(id AS FLOAT) AS f, id * 1.5d AS d,
+               CAST(id AS DECIMAL(10,2)) AS dec, CONCAT('n', id) AS name, BINARY('x') AS b, id % 2 = 0 AS flag,
+               DATE'2024-01-01' AS day, TIMESTAMP'2024-01-01 10:00:00' AS ts, TIMESTAMP_NTZ'2024-01-01 10:00:00' AS ntz,
+               ARRAY(id, 2) AS arr, NAMED_STRUCT('a', id) AS st, MAP('k', id) AS m, IF(id = 1, NULL, 'x') AS maybe
+        FROM range(3)""")
+    write(df, postgres_dsn, dbtable=unique, createTableColumnTypes="name varchar(8)",
+          createTableOptions="WITH (fillfactor = 70)")
+    columns = rows(pg, f"SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute "
+                       f"WHERE attrelid = '{unique}'::regclass AND attnum > 0 ORDER BY attnum")
+    assert columns == [
+        ("id", "bigint", True), ("i", "integer", True), ("s", "smallint", True), ("f", "real", True),
+        ("d", "double precision", True), ("dec", "numeric(10,2)", False), ("name", "character varying(8)", True),
+        ("b", "bytea", True), ("flag", "boolean", False), ("day", "date", True),
+        ("ts", "timestamp with time zone", True), ("ntz", "timestamp without time zone", True),
+        ("arr", "bigint[]", True), ("st", "jsonb", True), ("m", "jsonb", True), ("maybe", "text", False)]
+    assert rows(pg, f"SELECT reloptions FROM pg_class WHERE oid = '{unique}'::regclass") == [(["fillfactor=70"],)]
+    assert rows(pg, f"SELECT count(*), sum(i), min(st->>'a') FROM {unique}") == [(3, 3, "0")]
+    upserted = f"{unique}_u"
+    for value in ("v", "w"):
+        write(spark.range(3).selectExpr("id", f"CONCAT('{value}', id) AS v"), postgres_dsn, dbtable=upserted,
+              mode="upsert", keyColumns="id")
+    assert rows(pg, f"SELECT * FROM {upserted} ORDER BY id") == [(0, "w0"), (1, "w1"), (2, "w2")]
+
+
 def test_constraint_violation_names_the_constraint_and_leaves_no_partial_partition(spark, postgres_dsn, pg, unique):
     pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, amount int CHECK (amount >= 0))")
     df = spark.range(0, 5000, 1, 1).selectExpr("id", "CAST(IF(id = 4321, -1, 1) AS INT) AS amount")
@@ -245,7 +274,13 @@ def test_constraint_violation_names_the_constraint_and_leaves_no_partial_partiti
         ("id int", "CAST(id AS STRING) AS id", {}, "input column 'id' (string) cannot be written to column \"id\" (integer)"),
         ("id bigint, name text NOT NULL", "id", {}, 'table column "name" is NOT NULL without a default but not in the input'),
         ("id bigint", "id, id AS extra", {}, "input column 'extra' is not in the table (its columns: id)"),
-        ("id bigint", "id", {"dbtable": "no_such_table_here"}, "option 'dbtable' = 'no_such_table_here': no such table"),
+        ("id bigint", "id", {"dbtable": "{t}_new", "mode": "upsert"}, "_new': no such table: give keyColumns"),
+        ("id bigint", "id", {"dbtable": "{t}_new", "createTableColumnTypes": "nope int"},
+         "option 'createTableColumnTypes' = 'nope int': no input column 'nope'"),
+        ("id bigint", "id", {"dbtable": "{t}_new", "createTableColumnTypes": "id notatype"},
+         'creating the missing table failed: type "notatype" does not exist'),
+        ("id bigint", "array(array(id)) AS a", {"dbtable": "{t}_new"},
+         "input column 'a' (array<array<bigint>>) has no PostgreSQL type to create it with"),
         ("id bigint", "id", {"mode": "upsert"}, "option 'keyColumns': required for upsert: the table has no primary key"),
         ("id bigint, v int", "id, 1 AS v", {"mode": "upsert", "keyColumns": "v"}, "no primary key or unique index on exactly (v)"),
         ("id bigint", "id", {"sql": "INSERT INTO {t} VALUES (:nope)"}, "parameter(s) :nope name no input column"),

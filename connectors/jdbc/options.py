@@ -229,6 +229,28 @@ def missing_sink_id() -> OptionError:
     )  # fmt: skip
 
 
+_COLUMN_TYPE = re.compile(r'\s*("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s+(\S.*?)\s*$', re.DOTALL)
+
+
+def parse_column_types(text: str) -> tuple[tuple[str, str], ...]:
+    """``name type, "Odd Name" type(1,2), ...`` -> (column, type) pairs; commas inside parentheses
+    belong to the type. Unquoted names fold to lower case, as in PostgreSQL."""
+    entries, depth, start = [], 0, 0
+    for position, char in enumerate(text + ","):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            entries.append(text[start:position])
+            start = position + 1
+    pairs = []
+    for entry in entries if text.strip() else []:
+        match = _COLUMN_TYPE.fullmatch(entry)
+        if match is None or ";" in entry:
+            raise ValueError(f"expected 'column type, ...', got {entry.strip()!r}")
+        name, kind = match.groups()
+        pairs.append((name[1:-1].replace('""', '"') if name.startswith('"') else name.lower(), kind))
+    return tuple(pairs)
+
+
 def _not_blank(value: str) -> None:
     if not value.strip():
         raise ValueError("must not be empty")
@@ -244,6 +266,13 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
         "keyColumns", parse_list, default=None, doc="upsert conflict columns (default: the table's primary key)",
     )
     sql: str | None = option("sql", default=None, doc="custom DML statement with :column parameters (instead of dbtable)")
+    create_table_column_types: str | None = option(
+        "createTableColumnTypes", default=None, checks=[parse_column_types],
+        doc="PostgreSQL types for columns of a table the sink creates, e.g. name varchar(64), id uuid",
+    )
+    create_table_options: str = option(
+        "createTableOptions", default="", doc="appended to the CREATE TABLE of a table the sink creates",
+    )
     delivery_guarantee: DeliveryGuarantee = option(
         "deliveryGuarantee", parse_guarantee, default=DeliveryGuarantee.EXACTLY_ONCE,
         doc="exactly-once, at-least-once or none",
@@ -264,6 +293,14 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
             raise self.error("mode", "a custom 'sql' statement takes no mode")
         if self.key_columns is not None and self.mode is not WriteMode.UPSERT:
             raise self.error("keyColumns", "only used with mode 'upsert'")
+        if self.sql is not None and (self.create_table_column_types or self.create_table_options):
+            option = "createTableColumnTypes" if self.create_table_column_types else "createTableOptions"
+            raise self.error(option, "only used with dbtable: a custom 'sql' statement creates no table")
+
+    @property
+    def column_types(self) -> dict[str, str]:
+        """createTableColumnTypes: column -> PostgreSQL type."""
+        return dict(parse_column_types(self.create_table_column_types or ""))
 
     @property
     def connection(self) -> JdbcConnectionOptions:

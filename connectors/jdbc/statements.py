@@ -25,6 +25,7 @@ from connectors.jdbc.options import JdbcSinkOptions, WriteMode
 from connectors.jdbc.table import (
     PgTable,
     check_columns,
+    create_table,
     column_base_types,
     load_table,
     match_columns,
@@ -426,21 +427,44 @@ def plan_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tuple
     return _table_statement(config, schema, cursor)
 
 
-def _load(config: JdbcSinkOptions, cursor) -> PgTable:
+def _load(config: JdbcSinkOptions, schema: StructType, cursor) -> PgTable:
+    """The target table, created first if it is missing (committed at once, as Spark's jdbc writer
+    creates it before it writes)."""
     try:
         parts = parse_table_name(config.dbtable or "")
     except ValueError as exc:
         raise config.error("dbtable", str(exc)) from None
     table = load_table(cursor, parts)
-    if table is None:
-        raise config.error("dbtable", "no such table (create it first; the search_path decides unqualified names)")
-    return table
+    if table is not None:
+        return table
+    if config.mode is WriteMode.UPSERT and not config.key_columns:
+        raise config.error("dbtable", "no such table: give keyColumns to have it created with them as its primary key, "
+                                      "or create it first (the search_path decides unqualified names)")
+    column_types = config.column_types
+    mapping, unmatched = match_columns(list(column_types), schema.names)
+    if unmatched:
+        raise config.error("createTableColumnTypes", f"no input column {unmatched[0]!r} (the input has {', '.join(schema.names)})")
+    keys, missing = match_columns(list(config.key_columns or ()), schema.names)
+    if missing:
+        raise config.error("keyColumns", f"no input column {missing[0]!r} to be the primary key of the table created")
+    import psycopg2
+
+    try:
+        create_table(cursor, parts, schema, {mapping[name]: kind for name, kind in column_types.items()},
+                     tuple(keys.values()), config.create_table_options)
+    except ValueError as exc:
+        raise config.error("dbtable", f"cannot create the missing table: {exc}") from None
+    except psycopg2.Error as exc:  # e.g. a type or an option the server does not know
+        raise config.error("dbtable", f"creating the missing table failed: {(exc.diag.message_primary or str(exc)).strip()} "
+                                      "(createTableColumnTypes and createTableOptions go into its CREATE TABLE)") from None
+    cursor.connection.commit()
+    return load_table(cursor, parts)  # type: ignore[return-value]
 
 
 def _table_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tuple[Statement, str]:
     from psycopg2 import sql
 
-    table = _load(config, cursor)
+    table = _load(config, schema, cursor)
     columns, problems = check_columns(table, schema, require_all=True)
     if problems:
         raise config.error("dbtable", "the input does not fit the table: " + "; ".join(problems))

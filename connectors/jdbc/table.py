@@ -1,6 +1,7 @@
 """The target table as PostgreSQL's catalog describes it, and the check of the input against it.
 
-Checked once when the query starts (on the driver): the table exists, every input column has a
+Checked once when the query starts (on the driver), after creating the table if it is missing
+(as Spark's jdbc writer does): the table exists, every input column has a
 table column of a compatible type (names match exactly, else case-insensitively when that is
 unambiguous), table columns the input lacks can be left out (nullable or with a default), and an
 upsert's key columns carry a unique index. A mismatch fails with every problem listed.
@@ -13,7 +14,7 @@ import re
 
 from pyspark.sql.types import StructType
 
-from connectors.jdbc.types import accepts
+from connectors.jdbc.types import accepts, created_type
 
 _QUALIFIED_PART = re.compile(r'\s*(?:"((?:[^"]|"")+)"|([^".\s]+))\s*(\.|$)')
 
@@ -114,6 +115,28 @@ def column_base_types(cursor, table: str, columns: list[str]) -> dict[str, str]:
     """Column name -> base type name (a domain's base type) of those of ``columns`` that ``table`` (quoted) has."""
     cursor.execute(_BASE_TYPES, (table, columns))
     return dict(cursor.fetchall())
+
+
+def create_table(cursor, parts: tuple[str, ...], schema: StructType, column_types: dict[str, str],
+                 primary_key: tuple[str, ...], options: str) -> None:
+    """``CREATE TABLE IF NOT EXISTS`` with a column per input column, as Spark's jdbc writer creates
+    a missing table: the type :func:`created_type` maps to unless ``column_types`` names one,
+    NOT NULL where the input column is not nullable, ``options`` after the column list. Raises
+    ValueError naming an input column no type is known for."""
+    from psycopg2 import sql
+
+    columns = []
+    for field in schema.fields:
+        kind = column_types.get(field.name) or created_type(field.dataType)
+        if kind is None:
+            raise ValueError(f"input column '{field.name}' ({field.dataType.simpleString()}) has no PostgreSQL type "
+                             "to create it with: name one in createTableColumnTypes")
+        columns.append(sql.SQL("{} {}{}").format(sql.Identifier(field.name), sql.SQL(kind),
+                                                 sql.SQL("" if field.nullable else " NOT NULL")))
+    if primary_key:
+        columns.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, primary_key))))
+    cursor.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}) {}").format(
+        sql.Identifier(*parts), sql.SQL(", ").join(columns), sql.SQL(options)))
 
 
 def match_columns(input_names: list[str], available: list[str]) -> tuple[dict[str, str], list[str]]:

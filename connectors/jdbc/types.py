@@ -1,6 +1,6 @@
 """The one map from Spark types to PostgreSQL types: which columns a Spark type may be written to
-(checked when the query starts), which pairs have a binary COPY encoding, and which pairs
-Arrow's CSV writer renders as COPY reads them.
+(checked when the query starts), the type of a column the sink creates, which pairs have a
+binary COPY encoding, and which pairs Arrow's CSV writer renders as COPY reads them.
 
 Strings go to textual types only (text, json, uuid, enums, inet, interval...), not to numbers or
 dates: a cast in Spark is explicit, a failed parse in the middle of a batch is not.
@@ -59,6 +59,28 @@ def accepts(spark: DataType, base_type: str, category: str, element: tuple[str |
     if isinstance(spark, (StructType, MapType)):
         return base_type in ("json", "jsonb")
     return False
+
+
+_CREATED = {
+    BooleanType: "boolean", ByteType: "smallint", ShortType: "smallint", IntegerType: "integer", LongType: "bigint",
+    FloatType: "real", DoubleType: "double precision", StringType: "text", BinaryType: "bytea", DateType: "date",
+    TimestampType: "timestamptz", TimestampNTZType: "timestamp",
+}  # fmt: skip
+
+
+def created_type(spark: DataType) -> str | None:
+    """The type of the column a table the sink creates gets for ``spark``: Spark's jdbc writer's
+    PostgreSQL types, but for a timestamp, an instant, which is timestamptz (Spark's timestamp
+    keeps the writer's wall time and drops its zone), and structs and maps, which are jsonb
+    (Spark's writer has no type for them). None: no column type (arrays of arrays)."""
+    if isinstance(spark, DecimalType):
+        return f"numeric({spark.precision},{spark.scale})"
+    if isinstance(spark, (StructType, MapType)):
+        return "jsonb"
+    if isinstance(spark, ArrayType):
+        element = None if isinstance(spark.elementType, ArrayType) else created_type(spark.elementType)
+        return None if element is None else element + "[]"
+    return _CREATED.get(type(spark))
 
 
 def csv_copyable(spark: DataType, base_type: str) -> bool:
