@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 from connectors.core.options import OptionError
 from connectors.files.sink import exactly_once, task_writer
 from connectors.files.partition_directories import directory_name
-from connectors.files.sink.buckets import strftime_pattern
+from connectors.files.datetime_patterns import strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
 from connectors.files.sink.formats import check_schema, encode_rows
 from connectors.core.texts import float_texts

@@ -189,6 +189,60 @@ def test_json_inferred_and_read_as_spark_does(spark, tmp_path):
     assert sorted(map(str, ours.collect())) == sorted(map(str, theirs.collect()))
 
 
+# (dateFormat, timestampFormat, [(date text, timestamp text)]): each kind of pattern, with values
+# that match and values that do not (out of range, wrong width, a fraction too long, no offset).
+DATE_TIME_CASES = [
+    ("dd/MM/yyyy", "MM/dd/yyyy HH:mm",
+     [("01/02/2024", "02/29/2024 13:05"), ("31/02/2024", "02/29/2024 13:05"), ("29/02/2024", "02/29/2024 24:00"),
+      ("1/2/2024", "02/29/2024 13:05"), ("29/02/2024", None)]),
+    ("d-MMM-yy", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX",
+     [("9-Feb-24", "2024-02-29T13:05:00.123+01:00"), ("29-sep-24", "2024-02-29T13:05:00.5Z"),
+      ("29-Sept-24", "2024-02-29T13:05:00.123-05:30"), ("9-Feb-24", "2024-02-29T13:05:00.1234+01:00"),
+      ("9-Feb-24", "2024-02-29T13:05:00+01:00")]),
+    ("yyyyMMdd", "dd/MM/yy hh:mm:ss.SSSSSS a xxx",
+     [("20240229", "29/02/24 01:05:00.000001 PM +05:30"), ("20240229", "29/02/24 12:00:00.1 am -00:00"),
+      ("20240229", "29/02/24 00:30:00.1 AM +00:00"), ("20230229", "29/02/24 12:00:00.1 am +00:00")]),
+    ("yyyy-MM-dd", "yyyy-MM-dd HH:mm:ssZ",
+     [("2024-02-29", "2024-02-29 13:05:59+0100"), ("2024-02-29", "2024-02-29 13:05:00Z")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+@pytest.mark.parametrize("date_format, timestamp_format, values", DATE_TIME_CASES)
+def test_date_and_timestamp_formats_read_as_spark_does(spark, tmp_path, fmt, date_format, timestamp_format, values):
+    """dateFormat and timestampFormat: the rows of Spark's own csv and json readers (session time
+    zone UTC, as zone-less text is read here), a value that does not match making its record
+    malformed in every mode."""
+    path = tmp_path / f"d.{fmt}"
+    if fmt == "csv":
+        path.write_text("".join(f"{i},{d},{t or ''}\n" for i, (d, t) in enumerate(values)))
+    else:
+        path.write_text("".join(json.dumps({"id": i, "d": d, "t": t}) + "\n" for i, (d, t) in enumerate(values)))
+    schema = "id int, d date, t timestamp, _corrupt_record string"
+    options = {"dateFormat": date_format, "timestampFormat": timestamp_format}
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        def read(reader, **more):
+            return reader.schema(schema).options(**options, **more).load(str(path))
+
+        def ours(**more):
+            return read(spark.read.format("connectors.files").option("fileFormat", fmt), **more)
+
+        theirs = read(spark.read.format(fmt))
+        good = sorted(tuple(r)[:3] for r in theirs.collect() if r._corrupt_record is None)
+        corrupt = sorted(r._corrupt_record for r in theirs.collect() if r._corrupt_record is not None)
+        assert good and corrupt, "each case has good and malformed values"
+        rows = ours().collect()
+        assert sorted(tuple(r)[:3] for r in rows if r._corrupt_record is None) == good
+        assert sorted(r._corrupt_record for r in rows if r._corrupt_record is not None) == corrupt
+        dropped = sorted(tuple(r) for r in read(spark.read.format(fmt), mode="DROPMALFORMED").drop("_corrupt_record").collect())
+        assert sorted(tuple(r) for r in ours(mode="DROPMALFORMED").drop("_corrupt_record").collect()) == dropped
+        with pytest.raises(Exception, match=rf"malformed record in .*d.{fmt}, line \d+ \(mode FAILFAST\)"):
+            ours(mode="FAILFAST").collect()
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")
+
+
 def test_big_file_is_split_and_every_line_read_once(spark, tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("".join(f"{i}:{'z' * (i % 97)}\n" for i in range(200_000)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import random
@@ -27,6 +28,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
     TimestampType,
 )
 
@@ -37,6 +39,7 @@ from connectors.core.spark_compat import (
     ReadMaxFiles,
 )
 from connectors.files import partition_directories
+from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
 from connectors.files.source.compression import CODECS
 from connectors.files.source.formats import (
@@ -496,3 +499,78 @@ def test_a_string_column_reads_any_json_value_as_its_text(tmp_path):
         {"m": '{"k":[ true ,1.50]}', "s": {"x": "1.50"}, "l": ["1", "a", None]},
         {"m": "plain", "s": {"x": "false"}, "l": ['{"q" : 1}']},
         {"m": None, "s": None, "l": None}]
+
+
+# ---------------------------------------------------------------------------------------------
+# dateFormat / timestampFormat / timestampNTZFormat
+
+UTC = pa.timestamp("us", "UTC")
+
+
+@pytest.mark.parametrize("pattern, kind, values, expected", [
+    ("dd/MM/yyyy", pa.date32(), ["01/02/2024", "29/02/2024", "31/02/2024", "29/02/2023", "1/2/2024", "01/13/2024", None],
+     ["2024-02-01", "2024-02-29", None, None, None, None, None]),
+    ("d/M/yy", pa.date32(), ["1/2/24", "01/12/99", "1/2/2024"], ["2024-02-01", "2099-12-01", None]),
+    ("dd-MMM-yyyy", pa.date32(), ["29-Feb-2024", "01-sep-2024", "01-Sept-2024"], ["2024-02-29", "2024-09-01", None]),
+    ("MMMM yyyy", pa.date32(), ["FEBRUARY 2024", "Feb 2024"], ["2024-02-01", None]),
+    ("yyyy-MM-dd HH:mm", pa.date32(), ["2024-02-29 23:59", "2024-02-29 24:00"], ["2024-02-29", None]),
+    ("'day' dd 'of' MM yyyy", pa.date32(), ["Day 29 of 02 2024", "29 of 02 2024"], ["2024-02-29", None]),
+    ("MM/dd/yyyy HH:mm", UTC, ["02/29/2024 13:05", "02/29/2024 13:60", "02/29/2024 13:05 "],
+     ["2024-02-29 13:05:00+00:00", None, None]),
+    ("yyyy-MM-dd'T'HH:mm:ss.SSSXXX", UTC,
+     ["2024-02-29T13:05:00.123+01:00", "2024-02-29t13:05:00.5z", "2024-02-29T13:05:00.123-05:30",
+      "2024-02-29T13:05:00.1234Z", "2024-02-29T13:05:00Z", "2024-02-29T13:05:00.123+19:00"],
+     ["2024-02-29 12:05:00.123000+00:00", "2024-02-29 13:05:00.500000+00:00", "2024-02-29 18:35:00.123000+00:00",
+      None, None, None]),
+    ("HH:mm:ss.SSSSSSX", UTC, ["00:00:00.000001+01", "00:00:00.1+0130", "00:00:00.1+01:30"],
+     ["1969-12-31 23:00:00.000001+00:00", "1969-12-31 22:30:00.100000+00:00", None]),
+    ("dd/MM/yy hh:mm a", UTC, ["29/02/24 01:05 PM", "29/02/24 12:00 am", "29/02/24 12:30 pm", "29/02/24 00:30 AM",
+                               "29/02/24 13:30 PM"],
+     ["2024-02-29 13:05:00+00:00", "2024-02-29 00:00:00+00:00", "2024-02-29 12:30:00+00:00", None, None]),
+    ("hh:mm yyyyMMdd", UTC, ["12:05 20240229"], ["2024-02-29 00:05:00+00:00"]),  # hh without a: AM
+    ("yyyy-MM-dd HH:mm:ssZ", UTC, ["2024-02-29 13:05:00+0100", "2024-02-29 13:05:00Z"], ["2024-02-29 12:05:00+00:00", None]),
+    ("yyyy-MM-dd HH:mm:ssxxx", UTC, ["2024-02-29 13:05:00+00:00", "2024-02-29 13:05:00Z"], ["2024-02-29 13:05:00+00:00", None]),
+    ("yyyy-MM-dd[ HH:mm[:ss]][XXX]", UTC, ["2024-02-29", "2024-02-29 10:30", "2024-02-29 10:30:15+01:00", "2024-02-29 10"],
+     ["2024-02-29 00:00:00+00:00", "2024-02-29 10:30:00+00:00", "2024-02-29 09:30:15+00:00", None]),
+    ("dd/MM/yyyy HH:mm[XXX]", pa.timestamp("us"), ["29/02/2024 13:05", "29/02/2024 13:05+01:00"],
+     ["2024-02-29 13:05:00", None]),  # timestamp_ntz: no offset, as Spark
+])  # fmt: skip
+def test_date_time_patterns_parse_as_spark_does(pattern, kind, values, expected):
+    parsed = DateTimePattern(pattern).parse(pa.array(values, pa.string()), kind)
+    assert [None if v is None else str(v) for v in parsed.to_pylist()] == expected
+
+
+@pytest.mark.parametrize("option, pattern, message", [
+    ("dateFormat", "yyyy-MM-dd EEE", "option 'dateFormat' = 'yyyy-MM-dd EEE': unsupported pattern letter 'E' (EEE)"),
+    ("timestampFormat", "yyyy-MM-dd HH:mm z", "option 'timestampFormat' = 'yyyy-MM-dd HH:mm z': unsupported pattern letter 'z'"),
+    ("timestampNTZFormat", "yyyy-Q", "option 'timestampNTZFormat' = 'yyyy-Q': unsupported pattern letter 'Q'"),
+    ("dateFormat", "yyyyy", "unsupported pattern letter 'y' (yyyyy)"),
+    ("dateFormat", "yyyy-MM-dd'T", "unclosed quote"),
+    ("dateFormat", "yyyy-MM[-dd", "'[' without ']'"),
+    ("dateFormat", "yyyy{MM}", "unsupported pattern character '{'"),
+])  # fmt: skip
+def test_an_unsupported_pattern_fails_at_query_start(option, pattern, message):
+    with pytest.raises(OptionError) as info:
+        FileSourceOptions.from_options({"fileFormat": "csv", option: pattern})
+    assert message in str(info.value)
+    with pytest.raises(OptionError, match="option 'dateFormat' = 'dd/MM/yyyy': applies to csv and json, not parquet"):
+        FileSourceOptions.from_options({"fileFormat": "parquet", "dateFormat": "dd/MM/yyyy"})
+
+
+def test_date_time_formats_apply_at_any_depth_of_json_and_to_timestamp_ntz(tmp_path):
+    path = tmp_path / "nested.json"
+    path.write_text('{"a": 1, "x": ["29/02/2024", null], "y": {"t": "29/02/2024 13:05"}}\n'
+                    '{"a": 2, "x": ["30/02/2024"], "y": null}\n'
+                    '{"a": 3, "x": [], "y": {"t": "2024-02-29 13:05"}}\n')
+    schema = StructType([StructField("a", LongType()), StructField("x", ArrayType(DateType())),
+                         StructField("y", StructType([StructField("t", TimestampNTZType())])),
+                         StructField("_corrupt_record", StringType())])
+    rows = read_all(str(path), schema, fileFormat="json", dateFormat="dd/MM/yyyy", timestampNTZFormat="dd/MM/yyyy HH:mm")
+    assert [(r["a"], r["x"], r["y"]) for r in rows if r["_corrupt_record"] is None] == [
+        (1, [datetime.date(2024, 2, 29), None], {"t": datetime.datetime(2024, 2, 29, 13, 5)})]
+    assert sorted(json.loads(r["_corrupt_record"])["a"] for r in rows if r["_corrupt_record"] is not None) == [2, 3]
+    csv = tmp_path / "ntz.csv"
+    csv.write_text("1,29/02/2024 13:05\n2,29/02/2024 13:05+01:00\n")
+    schema = StructType([StructField("a", LongType()), StructField("t", TimestampNTZType())])
+    assert read_all(str(csv), schema, fileFormat="csv", timestampNTZFormat="dd/MM/yyyy HH:mm[XXX]", mode="DROPMALFORMED") == [
+        {"a": 1, "t": datetime.datetime(2024, 2, 29, 13, 5)}]

@@ -6,7 +6,6 @@ The typed assigners with Flink's names are in ``config.py``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -14,33 +13,10 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.files.datetime_patterns import strftime_pattern
 from connectors.files.partition_directories import directory_name
 
 DEFAULT_FORMAT = "yyyy-MM-dd--HH"
-
-# Java DateTimeFormatter letters (the subset meaningful in a directory name) -> strftime.
-_JAVA_TO_STRFTIME = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
-_PATTERN_TOKEN = re.compile(r"'([^']*)'|(yyyy|yy|MM|dd|HH|mm|ss)|([A-Za-z])|([^A-Za-z']+)")
-
-
-def strftime_pattern(java_pattern: str) -> str:
-    """Flink's ``DateTimeBucketAssigner`` format (Java pattern letters) as a strftime pattern.
-
-    Raises ValueError on letters other than yyyy, yy, MM, dd, HH, mm, ss (quoted text is literal).
-    """
-    out, position = [], 0
-    for match in _PATTERN_TOKEN.finditer(java_pattern):
-        if match.start() != position:
-            break
-        position = match.end()
-        literal, token, unknown, other = match.groups()
-        if unknown:
-            raise ValueError(f"unsupported pattern letter {unknown!r}; use yyyy, yy, MM, dd, HH, mm, ss or 'quoted text'")
-        text = literal if literal is not None else other
-        out.append(_JAVA_TO_STRFTIME[token] if token else text.replace("%", "%%"))
-    if position != len(java_pattern) or not java_pattern:
-        raise ValueError("expected a date pattern such as yyyy-MM-dd--HH")
-    return "".join(out)
 
 
 def parse_zone(text: str) -> str:

@@ -19,7 +19,8 @@ from connectors.core.options import (
     single_char,
 )
 from connectors.files import FORMAT
-from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone, strftime_pattern
+from connectors.files.datetime_patterns import strftime_pattern
+from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone
 from connectors.files.sink.csv_lines import CsvDialect
 from connectors.files.sink.rolling import (
     DEFAULT_INTERVAL,

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
 from connectors.core.filesystem import filesystem
+from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
 
@@ -99,6 +100,9 @@ class ReadSpec:
     escape: str = "\\"
     encoding: str = "UTF-8"
     null_value: str = ""
+    date_format: str | None = None  # csv/json: Java patterns of date, timestamp, timestamp_ntz values
+    timestamp_format: str | None = None
+    timestamp_ntz_format: str | None = None
     multi_line: bool = False
     storage_options: dict | None = None
     partition_bases: tuple[str, ...] = ()  # where the walk up a file's key=value directories stops
@@ -109,6 +113,16 @@ class ReadSpec:
         """The columns that come from the file's content."""
         special = {self.corrupt_column, self.path_column, self.mtime_column, *(n for n, _ in self.partition_values)}
         return pa.schema([f for f in self.schema if f.name not in special])
+
+    def pattern_for(self, kind: pa.DataType) -> DateTimePattern | None:
+        """The pattern values of ``kind`` are written in, if an option gives one."""
+        if pa.types.is_date(kind):
+            pattern = self.date_format
+        elif pa.types.is_timestamp(kind):
+            pattern = self.timestamp_format if kind.tz is not None else self.timestamp_ntz_format
+        else:
+            return None
+        return DateTimePattern.of(pattern) if pattern else None
 
     def for_file(self, path: str) -> ReadSpec:
         """This spec for the file at ``path``: the schema's columns its directories name come from there."""
@@ -180,6 +194,13 @@ class Malformed:
     text: str
 
 
+PatternFor = Callable[[pa.DataType], "DateTimePattern | None"]
+
+
+def _no_pattern(kind: pa.DataType) -> DateTimePattern | None:
+    return None
+
+
 def cast_array(array: pa.Array, target: pa.DataType) -> pa.Array:
     """Cast, reading zone-less timestamp strings as UTC (Spark would use the session zone)."""
     if array.type == target:
@@ -192,12 +213,19 @@ def cast_array(array: pa.Array, target: pa.DataType) -> pa.Array:
         raise
 
 
-def _cast_or_mark(table: pa.Table, schema: pa.Schema) -> tuple[pa.Table, list[int]]:
-    """Cast string columns to ``schema``; values that do not convert make their row malformed."""
+def _cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) -> tuple[pa.Table, list[int]]:
+    """Cast string columns to ``schema``, dates and timestamps by the pattern ``pattern_for`` gives
+    them, if any; values that do not convert make their row malformed."""
     bad: set[int] = set()
     columns = []
     for field in schema:
         column = table.column(field.name).combine_chunks()
+        pattern = pattern_for(field.type) if column.type != field.type else None
+        if pattern is not None:  # vectorised: a value that does not match is null
+            parsed = pattern.parse(column, field.type)
+            bad.update(pc.indices_nonzero(pc.and_(column.is_valid(), parsed.is_null())).to_pylist())
+            columns.append(parsed)
+            continue
         try:
             columns.append(cast_array(column, field.type))
             continue
@@ -259,15 +287,22 @@ class CsvParser:
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
         skip = 1 if first_block and self.spec.header else 0
         bad: list[Malformed] = []
+        pattern_for = self.spec.pattern_for
+        # Dates and timestamps with a pattern are read as text, then parsed by it.
+        types = {f.name: pa.string() if pattern_for(f.type) else f.type for f in self.schema}
         try:
-            table = self._read(block, skip, {f.name: f.type for f in self.schema}, bad)
-            return table, bad
+            table = self._read(block, skip, types, bad)
+            if types == {f.name: f.type for f in self.schema}:
+                return table, bad
+            typed, bad_rows = _cast_or_mark(table, self.schema, pattern_for)
+            if not bad_rows:
+                return typed, bad
         except pa.ArrowInvalid:
             pass
         # A value did not convert: read strings, then find the rows that fail.
         bad.clear()
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, bad)
-        typed, bad_rows = _cast_or_mark(table, self.schema)
+        typed, bad_rows = _cast_or_mark(table, self.schema, pattern_for)
         if bad_rows and self.spec.multi_line:  # a record may span lines: its fields name it
             fields = table.take(bad_rows).to_pylist()
             bad.extend(Malformed(row + 1, self.spec.separator.join(v or "" for v in record.values()))
@@ -298,7 +333,8 @@ class JsonParser:
     def __init__(self, spec: ReadSpec):
         self.schema = spec.data_schema
         self.encoding = spec.encoding
-        self.wire = pa.schema([f.with_type(_wire_type(f.type)) for f in self.schema])
+        self.pattern_for = spec.pattern_for
+        self.wire = pa.schema([f.with_type(_wire_type(f.type, self.pattern_for)) for f in self.schema])
         self.row = pa.struct(list(self.schema))
         self.maps = _has_map(self.row)
 
@@ -316,7 +352,8 @@ class JsonParser:
         )
         if self.wire == self.schema:
             return table
-        columns = [_from_wire(column.combine_chunks(), field.type) for column, field in zip(table.columns, self.schema)]
+        columns = [_from_wire(column.combine_chunks(), field.type, self.pattern_for)
+                   for column, field in zip(table.columns, self.schema)]
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
@@ -443,30 +480,37 @@ def document_records(text: str) -> list[str] | None:
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as Spark's json writer puts them
 
 
-def _wire_type(kind: pa.DataType) -> pa.DataType:
-    """``kind`` as pyarrow's json reader reads it: every date and binary, at any depth, as the
-    JSON string it is written as, and every map as a list of its entries."""
-    if pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+def _wire_type(kind: pa.DataType, pattern_for: PatternFor = _no_pattern) -> pa.DataType:
+    """``kind`` as pyarrow's json reader reads it: every date and binary, and every timestamp with
+    a pattern, at any depth, as the JSON string it is written as, and every map as a list of its
+    entries."""
+    if pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pattern_for(kind):
         return pa.string()
     if pa.types.is_struct(kind):
-        return pa.struct([field.with_type(_wire_type(field.type)) for field in kind])
+        return pa.struct([field.with_type(_wire_type(field.type, pattern_for)) for field in kind])
     if pa.types.is_map(kind):  # which that reader cannot read: as entries (see _in_wire_form)
-        return pa.list_(pa.struct([("key", pa.string()), ("value", _wire_type(kind.item_type))]))
+        return pa.list_(pa.struct([("key", pa.string()), ("value", _wire_type(kind.item_type, pattern_for))]))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         make = pa.list_ if pa.types.is_list(kind) else pa.large_list
-        return make(kind.value_field.with_type(_wire_type(kind.value_type)))
+        return make(kind.value_field.with_type(_wire_type(kind.value_type, pattern_for)))
     return kind
 
 
-def _from_wire(column: pa.Array, kind: pa.DataType) -> pa.Array:
-    """``column``, read as ``_wire_type(kind)``, as ``kind``: ArrowInvalid where a string is no
-    date or no base64."""
+def _from_wire(column: pa.Array, kind: pa.DataType, pattern_for: PatternFor = _no_pattern) -> pa.Array:
+    """``column``, read as ``_wire_type(kind, pattern_for)``, as ``kind``: ArrowInvalid where a
+    string is no date (or not of the pattern) or no base64."""
     if column.type == kind:
         return column
+    pattern = pattern_for(kind)
+    if pattern is not None:
+        parsed = pattern.parse(column, kind)
+        if parsed.null_count != column.null_count:
+            raise pa.ArrowInvalid(f"a value does not match the pattern {pattern.pattern!r}")
+        return parsed
     if pa.types.is_date(kind):
         return column.cast(kind)
     if pa.types.is_struct(kind):
-        children = [_from_wire(column.field(i), field.type) for i, field in enumerate(kind)]
+        children = [_from_wire(column.field(i), field.type, pattern_for) for i, field in enumerate(kind)]
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=column.is_null())
     if pa.types.is_map(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
         # from_arrays takes no null bitmap with sliced offsets: offsets from 0 over the values used
@@ -475,10 +519,11 @@ def _from_wire(column: pa.Array, kind: pa.DataType) -> pa.Array:
         values = column.values.slice(first, last - first)
         if pa.types.is_map(kind):  # JSON keys are strings: "1" for an int key
             keys, key_type = values.field(0), kind.key_type
-            keys = _from_wire(keys, key_type) if _wire_type(key_type) == pa.string() else keys.cast(key_type)
-            items = _from_wire(values.field(1), kind.item_type)
+            keys = (_from_wire(keys, key_type, pattern_for) if _wire_type(key_type, pattern_for) == pa.string()
+                    else keys.cast(key_type))
+            items = _from_wire(values.field(1), kind.item_type, pattern_for)
             return pa.MapArray.from_arrays(offsets, keys, items, kind, mask=mask)
-        values = _from_wire(values, kind.value_type)
+        values = _from_wire(values, kind.value_type, pattern_for)
         return type(column).from_arrays(offsets, values, kind, mask=mask)
     try:
         return pa.array([None if v is None else base64.b64decode(v, validate=True) for v in column.to_pylist()], kind)

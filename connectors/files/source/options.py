@@ -22,8 +22,14 @@ from connectors.core.options import (
     single_char,
 )
 from connectors.files import FORMAT
+from connectors.files.datetime_patterns import DateTimePattern
 
 FORMATS = ("text", "csv", "json", "parquet", "avro")
+
+
+def _date_time_pattern(text: str) -> str:
+    DateTimePattern.of(text)  # an unsupported letter fails here, at query start
+    return text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +101,18 @@ class FileSourceOptions(Options):
     escape: str = option("escape", default="\\", checks=[single_char], doc="csv escape character")
     encoding: str = option("encoding", default="UTF-8", doc="csv/json/text character set")
     null_value: str = option("nullValue", default="", doc="csv: the text of a null value")
+    date_format: str | None = option(
+        "dateFormat", _date_time_pattern, default=None,
+        doc="csv/json: Java pattern of date values, e.g. dd/MM/yyyy (default: ISO yyyy-MM-dd)",
+    )
+    timestamp_format: str | None = option(
+        "timestampFormat", _date_time_pattern, default=None,
+        doc="csv/json: Java pattern of timestamp values, e.g. yyyy-MM-dd'T'HH:mm:ss.SSSXXX (no offset: UTC)",
+    )
+    timestamp_ntz_format: str | None = option(
+        "timestampNTZFormat", _date_time_pattern, default=None,
+        doc="csv/json: Java pattern of timestamp_ntz values, e.g. dd/MM/yyyy HH:mm (no offset allowed)",
+    )
     file_path_column: str | None = option(
         "filePathColumn", default=None, doc="name of a string column receiving each record's file path"
     )
@@ -118,6 +136,10 @@ class FileSourceOptions(Options):
             raise self.error("cleanSource", "archive needs the option sourceArchiveDir")
         if self.multi_line and self.file_format not in ("csv", "json"):
             raise self.error("multiLine", f"applies to csv and json, not {self.file_format}")
+        for name, value in (("dateFormat", self.date_format), ("timestampFormat", self.timestamp_format),
+                            ("timestampNTZFormat", self.timestamp_ntz_format)):
+            if value is not None and self.file_format not in ("csv", "json"):
+                raise self.error(name, f"applies to csv and json, not {self.file_format}")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
         try:

@@ -268,7 +268,8 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
         path_column=config.file_path_column, mtime_column=config.file_modification_time_column,
         ignore_corrupt_files=config.ignore_corrupt_files, header=config.header, separator=config.separator,
         quote=config.quote, escape=config.escape, encoding=config.encoding, null_value=config.null_value,
-        multi_line=config.multi_line,
+        date_format=config.date_format, timestamp_format=config.timestamp_format,
+        timestamp_ntz_format=config.timestamp_ntz_format, multi_line=config.multi_line,
         storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
     )
     data = spec.data_schema
