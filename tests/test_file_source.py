@@ -317,6 +317,23 @@ def test_replayed_batch_keeps_its_partitions_when_the_split_changes(spark, tmp_p
     assert len(after[2]) == 4 and sorted(sum(after[2].values(), [])) == list(range(100, 140))
 
 
+def test_glob_path_stream_skips_files_being_written_under_hidden_names(spark, tmp_path, batch_partitions):
+    """A glob (``in/*``) matches no hidden name, as in Spark: a file written under ``.x.tmp`` and
+    renamed in is read once, whole, after the rename (before: read half-written, then again)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    land(src, "a.json", json_lines([1], "a"))
+    (src / ".b.json.tmp").write_bytes(json_lines([2], "b") + b'{"id": 3, "fi')  # still being written
+    stream = spark.readStream.format("connectors.files").schema(SCHEMA).option("fileFormat", "json").load(str(src / "*"))
+    checkpoint = str(tmp_path / "cp")
+    ids = lambda batches: sorted(str(i) for parts in batches.values() for rows in parts.values() for i in rows)  # noqa: E731
+    assert ids(batch_partitions(stream, checkpoint)) == ["1"]
+    with open(src / ".b.json.tmp", "ab") as out:
+        out.write(b'le": "b"}\n')
+    os.rename(src / ".b.json.tmp", src / "b.json")
+    assert ids(batch_partitions(stream, checkpoint)) == ["2", "3"]
+
+
 @pytest.mark.parametrize("clean", ["archive", "delete"])
 def test_clean_source_after_commit(spark, tmp_path, unique, clean):
     src, archive = tmp_path / "in", tmp_path / "archive"

@@ -51,7 +51,7 @@ from connectors.files.source.formats import (
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.offsets import SeenFiles, digest
 from connectors.files.source.options import FileSourceOptions, parse_paths
-from connectors.files.source.reader import DirectoryMonitor, plan
+from connectors.files.source.reader import DirectoryMonitor, FileStreamReader, plan
 from connectors.files.source.schema import SchemaInference, read_spec
 
 TEXT = StructType([StructField("value", StringType())])
@@ -300,6 +300,20 @@ def test_listing_skips_hidden_and_filters_names(tmp_path):
     assert FileLister([str(tmp_path / "missing")]).list() == {}
 
 
+def test_glob_matches_no_hidden_names(tmp_path):
+    """As Spark: a wildcard does not match an in-progress ``.x.tmp``, ``_SUCCESS`` or ``_tmp/``
+    (read half-written, then again once renamed in); a hidden name written in the pattern does."""
+    for name in ["in/a.json", "in/.b.json.tmp", "in/_SUCCESS", "in/_tmp/c.json", "in/sub/d.json", "in/sub/_e.json"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    names = lambda pattern: sorted(os.path.relpath(p, tmp_path) for p in FileLister([str(tmp_path / pattern)]).list())  # noqa: E731
+    assert names("in/*") == ["in/a.json", "in/sub/d.json"]
+    assert names("*/*.json") == ["in/a.json"]
+    assert names("in/**/*.json") == ["in/a.json", "in/sub/d.json"]
+    assert names("in/_tmp/*") == ["in/_tmp/c.json"]
+    assert names("in/sub/_*") == ["in/sub/_e.json"]
+
+
 def test_refresh_reports_only_what_appeared_and_disappeared(tmp_path):
     for name in ["a.json", "sub/b.json", "gone/c.json", "_hidden.json"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -400,6 +414,61 @@ def test_monitor_latest_first_max_file_age_and_available_now(tmp_path):
     end2 = monitor.latest(end, ReadMaxFiles(5))
     assert [os.path.basename(f.path) for f in monitor.batch_files(end, end2)] == ["f2.txt"]  # f0, f1 too old
     assert monitor.latest(end2, ReadMaxFiles(5)) is end2
+
+
+def test_replay_finds_a_batch_file_touched_since_it_was_planned(tmp_path):
+    """A file is its path: a batch replayed after a restart reads it even if its time changed
+    (appended to, touched), as Spark replays its logged paths; it used to fail as "gone"."""
+    src = tmp_path / "in"
+    src.mkdir()
+    now = time.time()
+    write_file(src, "a.txt", mtime=now - 10)
+    write_file(src, "b.txt", mtime=now - 5)
+    start = SeenFiles().to_offset()
+    end = DirectoryMonitor(config(fileFormat="text", discoveryInterval="0"), [str(src)]).latest(start, ReadAllAvailable())
+    os.utime(src / "b.txt", (now, now))
+    restarted = DirectoryMonitor(config(fileFormat="text", discoveryInterval="0"), [str(src)])
+    assert [os.path.basename(f.path) for f in restarted.batch_files(start, end)] == ["a.txt", "b.txt"]
+    assert restarted.latest(end, ReadAllAvailable()) is end  # and it is not new afterwards
+
+
+def test_a_batch_file_deleted_before_it_is_read_is_named(tmp_path):
+    """As Spark's FileNotFoundException: a file admitted, then deleted before its batch read it,
+    fails the batch with a message naming the file and saying why (not a bare errno)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    write_file(src, "a.txt")
+    reader = FileStreamReader(config(fileFormat="text", discoveryInterval="0"), [str(src)],
+                              read_spec(config(fileFormat="text"), [str(src)], StructType([StructField("value", StringType())])))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    (partition,) = reader.partitions(start, end)
+    (src / "a.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=f"connectors.files: {src / 'a.txt'} was listed for this batch but is gone"):
+        list(reader.read(partition))
+
+
+def test_a_file_stamped_at_the_floor_is_new(tmp_path):
+    """Spark's maxFileAge test is ``time >= newest - maxFileAge``: with allowedLateness 0 a file
+    stamped in the same millisecond as the newest admitted one (coarse clocks, S3's seconds) is
+    new, not late."""
+    src = tmp_path / "in"
+    src.mkdir()
+    stamp = int(time.time()) - 5
+    write_file(src, "a.txt", mtime=stamp)
+    monitor = DirectoryMonitor(config(fileFormat="text", discoveryInterval="0", allowedLateness="0"), [str(src)])
+    start = SeenFiles().to_offset()
+    first = monitor.latest(start, ReadAllAvailable())
+    write_file(src, "b.txt", mtime=stamp)
+    second = monitor.latest(first, ReadAllAvailable())
+    assert [os.path.basename(f.path) for f in monitor.batch_files(first, second)] == ["b.txt"]
+    assert second["lateFiles"] == 0
+    assert monitor.latest(second, ReadAllAvailable()) is second  # neither is new again
+    # An offset of an earlier version (no "strict") pruned the files at the floor: they stay late
+    # there until the watermark moves, so nothing is read again after an upgrade.
+    legacy = {k: v for k, v in first.items() if k != "strict"}
+    pruned = SeenFiles.from_offset(legacy).admit([], 0, 0)
+    assert pruned.is_late(FileStatus(str(src / "a.txt"), 2, stamp * 1000), 0) and "strict" not in pruned.to_offset()
 
 
 def test_discovery_interval_throttles_listings(tmp_path):

@@ -62,6 +62,21 @@ def hidden(name: str) -> bool:
     return name[:1] in (".", "_")
 
 
+def _hidden_by_glob(pattern: str, match: str) -> bool:
+    """Whether a name that the pattern's wildcards matched is hidden.
+
+    A glob like ``/in/*`` also matches ``/in/.x.json.tmp`` (a writer's in-progress file, renamed
+    later: read twice, once half written) and ``/in/_SUCCESS``; Spark drops hidden names from
+    what a glob matches as well. A hidden name written out in the pattern is the user's choice.
+    """
+    names = match.rstrip("/").split("/")
+    parts = pattern.rstrip("/").split("/")
+    if "**" in pattern or len(parts) != len(names):  # parts no longer line up: check every name past the literal prefix
+        literal = next((i for i, part in enumerate(parts) if _GLOB_CHARS & set(part)), len(parts))
+        return any(hidden(name) for name in names[literal:])
+    return any(hidden(name) and not hidden(part) and _GLOB_CHARS & set(part) for part, name in zip(parts, names))
+
+
 def _mtime_ms(info: dict[str, Any]) -> int:
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         value = info.get(key)
@@ -147,7 +162,7 @@ class FileLister:
     def _resolve(self, fs: fsspec.AbstractFileSystem, path: str) -> tuple[list[str], dict[str, FileStatus]]:
         """One given path -> (local directories to scan, files listed whole)."""
         if _GLOB_CHARS & set(path):
-            matches = sorted(fs.glob(path, detail=True).items())
+            matches = sorted((m, i) for m, i in fs.glob(path, detail=True).items() if not _hidden_by_glob(path, m))
         else:
             try:
                 matches = [(path, fs.info(path))]

@@ -10,10 +10,12 @@ log under the checkpoint. Here the offset is a modification-time watermark plus 
 - ``split`` (end offsets, set by the reader): the ``cores`` and ``maxPartitionBytes`` the batch is
   planned with, whatever they are when it is replayed.
 
-A listed file is NEW when its digest is not in ``seen`` and its modification time is later than
-``watermark - allowedLateness``. A file appearing with an older time is TOO LATE: it is skipped,
-logged and counted. So the offset holds at most the files admitted within ``allowedLateness`` of
-modification time (plus the current batch), whatever the number of files ever seen.
+A listed file is NEW when its digest is not in ``seen`` and its modification time is not earlier
+than ``watermark - allowedLateness`` (Spark's ``maxFileAge`` test: a file stamped in the same
+millisecond as the newest one is new even with no lateness allowed). A file appearing with an
+older time is TOO LATE: it is skipped, logged and counted. So the offset holds at most the files
+admitted within ``allowedLateness`` of modification time (plus the current batch), whatever the
+number of files ever seen.
 
 The window of the end offset is pruned against the START's watermark, so every file of the batch
 ``(start, end]`` is still in the end's ``seen``: the batch is exactly ``seen(end) - seen(start)``,
@@ -46,10 +48,16 @@ class SeenFiles:
     watermark: int | None = None  # ms; None before the first admission
     seen: dict[bytes, int] = dataclasses.field(default_factory=dict)  # digest -> mtime ms
     late_files: int = 0
+    # Offsets written without "strict" pruned the files stamped exactly at the floor as well: for
+    # them such a file stays late until the watermark moves on, or it would be read again.
+    floor_inclusive: bool = False
 
     def is_late(self, status: FileStatus, lateness_ms: int) -> bool:
         """Older than the window: either admitted long ago or arrived too late (caller decides)."""
-        return self.watermark is not None and status.mtime_ms <= self.watermark - lateness_ms
+        if self.watermark is None:
+            return False
+        floor = self.watermark - lateness_ms
+        return status.mtime_ms < floor or (self.floor_inclusive and status.mtime_ms == floor)
 
     def admit(self, files: Iterable[tuple[bytes, int]], lateness_ms: int, late_files: int) -> SeenFiles:
         """The state after admitting ``files`` (digest, mtime ms); pruned against THIS watermark."""
@@ -59,8 +67,8 @@ class SeenFiles:
         watermark = newest if self.watermark is None else max(self.watermark, newest or self.watermark)
         if self.watermark is not None:
             floor = self.watermark - lateness_ms
-            seen = {d: m for d, m in seen.items() if m > floor}
-        return SeenFiles(watermark, seen, late_files)
+            seen = {d: m for d, m in seen.items() if m >= floor}
+        return SeenFiles(watermark, seen, late_files, self.floor_inclusive and watermark == self.watermark)
 
     def batch(self, end: SeenFiles) -> set[bytes]:
         """Digests of the files admitted between this offset and ``end``."""
@@ -76,7 +84,7 @@ class SeenFiles:
         entries["mtime"], entries["digest"] = mtimes[order], digests[order]
         packed = base64.b64encode(zlib.compress(entries.tobytes(), 1)).decode("ascii")
         return {"v": VERSION, "watermark": self.watermark, "files": len(self.seen), "seen": packed,
-                "lateFiles": self.late_files}
+                "lateFiles": self.late_files, **({} if self.floor_inclusive else {"strict": True})}
 
     @classmethod
     def from_offset(cls, offset: dict) -> SeenFiles:
@@ -85,4 +93,5 @@ class SeenFiles:
         entries = np.frombuffer(zlib.decompress(base64.b64decode(offset["seen"])), dtype=_ENTRY)
         raw = entries["digest"].tobytes()
         digests = [raw[i : i + 8] for i in range(0, len(raw), 8)]
-        return cls(offset["watermark"], dict(zip(digests, entries["mtime"].tolist())), int(offset.get("lateFiles", 0)))
+        return cls(offset["watermark"], dict(zip(digests, entries["mtime"].tolist())), int(offset.get("lateFiles", 0)),
+                   floor_inclusive=not offset.get("strict", False))

@@ -233,7 +233,14 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.monitor.committed(end)
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.spec, partition)
+        try:
+            yield from read_partition(self.spec, partition)
+        except FileNotFoundError as exc:
+            # Spark's FileNotFoundException, said plainly: the batch holds it, it cannot be skipped.
+            raise FileNotFoundError(
+                f"{FORMAT}: {exc.filename or exc} was listed for this batch but is gone before the batch read it: "
+                "files must stay in place until the batch that reads them has committed (cleanSource does that)"
+            ) from exc
 
 
 class DirectoryMonitor:
@@ -396,8 +403,12 @@ class DirectoryMonitor:
             return []
         self._list(force=True)
         times = {end_state.seen[d] for d in wanted}  # hash only the paths with a batch file's time
-        files = sorted((f for p, f in self.lister.files.items() if f.mtime_ms in times and digest(p) in wanted),
-                       key=lambda f: (f.mtime_ms, f.path))
+        files = [f for p, f in self.lister.files.items() if f.mtime_ms in times and digest(p) in wanted]
+        if len(files) != len(wanted):
+            # A file touched or appended to since the batch was planned has another time now; a
+            # file is its path (the batch read it, it is not new), so look again by path alone.
+            files = [f for p, f in self.lister.files.items() if digest(p) in wanted]
+        files.sort(key=lambda f: (f.mtime_ms, f.path))
         if len(files) != len(wanted):
             raise FileNotFoundError(
                 f"{FORMAT}: {len(wanted) - len(files)} of the {len(wanted)} files of the batch being "
