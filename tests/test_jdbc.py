@@ -391,8 +391,59 @@ def test_sigkill_mid_batch_foreach_batch_exactly_once(crash_harness, postgres_ds
     assert count_table(postgres_dsn, unique) == (4000, 4000, 4000)
 
 
-def test_overwrite_is_refused_at_start(spark, postgres_dsn, pg, unique):
-    pg.execute(f"CREATE TABLE {unique} (id bigint)")
-    with pytest.raises(AnalysisException, match="only appending writes are supported"):
-        spark.range(3).write.format("connectors.jdbc").option("url", postgres_dsn).option("dbtable", unique).mode("overwrite").save()
-    assert rows(pg, f"SELECT count(*) FROM {unique}") == [(0,)]
+def overwrite(df, dsn: str, **options) -> None:
+    df.write.format("connectors.jdbc").option("url", dsn).options(**options).mode("overwrite").save()
+
+
+def staging_tables(pg, unique: str) -> list[tuple]:
+    return rows(pg, f"SELECT relname FROM pg_class WHERE relname LIKE '{unique}__overwrite_%'")
+
+
+def test_overwrite_replaces_the_table_at_the_job_commit(spark, postgres_dsn, pg, unique):
+    """truncate=false (Spark's default) recreates the table from the DataFrame's schema; truncate=true
+    keeps it (its key, its other columns' defaults) and replaces the rows; a missing table is created."""
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, v text, made timestamptz DEFAULT now())")
+    pg.execute(f"INSERT INTO {unique} (id, v) SELECT g, 'old' FROM generate_series(1, 5) g")
+    overwrite(spark.range(10, 13).selectExpr("id", "'new' AS v"), postgres_dsn, dbtable=unique, truncate="true")
+    assert rows(pg, f"SELECT id, v, made IS NOT NULL FROM {unique} ORDER BY id") == [(i, "new", True) for i in (10, 11, 12)]
+    assert rows(pg, f"SELECT count(*) FROM pg_index WHERE indrelid = '{unique}'::regclass AND indisprimary") == [(1,)]
+    overwrite(spark.range(2).selectExpr("CAST(id AS INT) AS n"), postgres_dsn, dbtable=unique)
+    assert rows(pg, f"SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                    f"WHERE attrelid = '{unique}'::regclass AND attnum > 0 AND NOT attisdropped") == [("n", "integer")]
+    assert rows(pg, f"SELECT n FROM {unique} ORDER BY n") == [(0,), (1,)]
+    overwrite(spark.range(2), postgres_dsn, dbtable=f"{unique}_new", truncate="true")
+    assert rows(pg, f"SELECT count(*) FROM {unique}_new") == [(2,)]
+    assert staging_tables(pg, unique) == []
+
+
+@pytest.mark.parametrize("truncate", ["false", "true"])
+def test_a_failed_overwrite_leaves_the_old_rows(spark, postgres_dsn, pg, unique, truncate):
+    """Spark's writer empties the table before it writes; here a job that fails (a task's error, or
+    the table's own CHECK refusing a row at the commit) leaves the table as it was, and no staging table."""
+    pg.execute(f"CREATE TABLE {unique} (id bigint, v text CHECK (v <> 'bad'))")
+    pg.execute(f"INSERT INTO {unique} VALUES (1, 'old')")
+    failing = spark.range(0, 10, 1, 2).selectExpr("id", "IF(id = 7, raise_error('boom'), 'x') AS v")
+    with pytest.raises(Exception, match="boom"):
+        overwrite(failing, postgres_dsn, dbtable=unique, truncate=truncate)
+    if truncate == "true":
+        with pytest.raises(Exception, match=f'constraint "{unique}_v_check"'):
+            overwrite(spark.range(3).selectExpr("id", "IF(id = 2, 'bad', 'x') AS v"), postgres_dsn,
+                      dbtable=unique, truncate=truncate)
+    assert rows(pg, f"SELECT * FROM {unique}") == [(1, "old")]
+    assert staging_tables(pg, unique) == []
+
+
+def test_overwrite_refuses_what_it_cannot_replace(spark, postgres_dsn, pg, unique, tmp_path):
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
+    with pytest.raises(AnalysisException, match="save mode overwrite takes an appending write to a dbtable"):
+        overwrite(spark.range(3), postgres_dsn, dbtable=unique, mode="upsert")
+    with pytest.raises(AnalysisException, match="input column 'x' is not in the table"):
+        overwrite(spark.range(3).selectExpr("id", "id AS x"), postgres_dsn, dbtable=unique, truncate="true")
+    query = (spark.readStream.format("connectors.numbers").option("end", 3).load().groupBy().count()
+             .writeStream.format("connectors.jdbc").option("url", postgres_dsn).option("dbtable", unique)
+             .option("checkpointLocation", str(tmp_path / "cp")).outputMode("complete").start())
+    with pytest.raises(Exception, match="only appending streams are supported"):
+        query.awaitTermination(120)
+    assert staging_tables(pg, unique) == [] and rows(pg, f"SELECT count(*) FROM {unique}") == [(0,)]
+
+

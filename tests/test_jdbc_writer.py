@@ -86,7 +86,7 @@ def count(pg, table: str) -> tuple[int, int]:
 
 def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWriter, ProgressKey]:
     raw = {"url": f"{dsn}?application_name={app}", "dbtable": table, "batchSize": "100", **options}
-    _, plan, name = plan_write(raw, SCHEMA, False)
+    _, plan, name, _ = plan_write(raw, SCHEMA, False)
     key = ProgressKey(f"test:{name}", 7, 0)
     return PartitionWriter(plan, key), key
 
@@ -266,7 +266,7 @@ def test_copy_is_binary_when_every_column_has_a_binary_form(postgres_dsn, pg, un
     pg.execute(f"CREATE TABLE {unique} (s smallint, w bigint, f double precision, v varchar(4), c char(3), n integer)")
     schema = StructType([StructField("s", ShortType()), StructField("w", ShortType()), StructField("f", FloatType()),
                          StructField("v", StringType()), StructField("c", StringType())])  # fmt: skip
-    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
     assert "FORMAT binary" in plan.statement.sql  # widening pairs: smallint into bigint, float into double
     batch = pa.RecordBatch.from_pydict(
         {"s": [-2, None], "w": [7, 8], "f": [0.5, None], "v": ["é€", ""], "c": ["ab", None]},
@@ -276,7 +276,7 @@ def test_copy_is_binary_when_every_column_has_a_binary_form(postgres_dsn, pg, un
     pg.execute(f"SELECT s, w, f, v, c FROM {unique} ORDER BY w")
     assert pg.fetchall() == [(-2, 7, 0.5, "é€", "ab "), (None, 8, None, "", None)]
     # a narrowing pair (bigint into integer) stays CSV: an out-of-range value fails with the server's error
-    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, StructType([StructField("n", LongType())]), False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, StructType([StructField("n", LongType())]), False)
     assert "FORMAT csv" in plan.statement.sql
 
 
@@ -284,7 +284,7 @@ def test_decimals_with_a_fraction_round_into_integer_columns(postgres_dsn, pg, u
     # COPY's integer input refuses "5.00": the INSERT path rounds it, as Spark's jdbc writer does
     pg.execute(f"CREATE TABLE {unique} (n integer)")
     schema = StructType([StructField("n", DecimalType(10, 2))])
-    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
     values = [decimal.Decimal(v) for v in ("5.00", "1.50", "-2.50")]
     batch = pa.RecordBatch.from_pydict({"n": pa.array([*values, None], pa.decimal128(10, 2))})
     PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
@@ -305,7 +305,7 @@ def test_a_nul_character_names_its_column_and_value(postgres_dsn, pg, unique, dd
     pg.execute(f"CREATE TABLE {unique} ({ddl})")
     options = {key: value.replace("{t}", unique) for key, value in options.items()}
     target = {} if "sql" in options else {"dbtable": unique}
-    _, plan, _ = plan_write({"url": postgres_dsn, **target, **options}, SCHEMA, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, **target, **options}, SCHEMA, False)
     batch = pa.RecordBatch.from_pydict({"id": [1, 2], "name": ['"ok"', '"a\x00b"']})
     with pytest.raises(JdbcWriteError) as info:
         PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
@@ -349,7 +349,7 @@ def test_a_value_an_insert_refuses_names_its_column_and_row(postgres_dsn, pg, un
     target = {} if "sql" in options else {"dbtable": unique}
     extra = [] if options else [StructField("b", BinaryType())]  # a binary column: append by INSERT
     schema = StructType([StructField("id", LongType()), field, *extra])
-    _, plan, _ = plan_write({"url": postgres_dsn, **target, **options}, schema, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, **target, **options}, schema, False)
     data = {"id": [1, 1, 2], field.name: values, **({"b": [b"x"] * 3} if extra else {})}
     batch = pa.RecordBatch.from_pydict({k: pa.array(v, pa.decimal128(6, 3) if k == "d" else None)
                                         for k, v in data.items()})  # fmt: skip
@@ -369,7 +369,7 @@ def test_arrays_of_structs_and_maps_land_as_json_arrays(postgres_dsn, pg, unique
     schema = StructType([StructField("id", LongType()), StructField("s", ArrayType(item)),
                          StructField("m", ArrayType(MapType(StringType(), LongType()))),
                          StructField("u", ArrayType(StringType()))])  # fmt: skip
-    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique, "mode": "append"}, schema, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, "dbtable": unique, "mode": "append"}, schema, False)
     item_type = pa.struct([("k", pa.string()), ("n", pa.decimal128(5, 2))])
     batch = pa.RecordBatch.from_pydict({
         "id": [1, 2, 3],
@@ -389,7 +389,7 @@ def test_arrays_of_structs_and_maps_land_as_json_arrays(postgres_dsn, pg, unique
 def test_an_insert_names_a_date_python_cannot_hold(postgres_dsn, pg, unique):
     pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY, d date)")
     schema = StructType([StructField("id", LongType()), StructField("d", DateType())])
-    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique, "mode": "upsert"}, schema, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, "dbtable": unique, "mode": "upsert"}, schema, False)
     batch = pa.RecordBatch.from_pydict({"id": [1], "d": pa.array([2_932_897], pa.date32())})  # 10000-01-01
     with pytest.raises(JdbcWriteError, match="input column 'd' holds a value Python cannot represent .*: only COPY"):
         PartitionWriter(plan, ProgressKey(f"test:{unique}", 0, 0)).write(iter([batch]))
@@ -408,7 +408,7 @@ def test_binary_decimals_land_as_the_server_reads_their_text(postgres_dsn, pg, u
     pg.execute(f"CREATE TABLE {unique} ({', '.join(f'{c} {t}, text_{c} text' for c, (_, t, _) in columns.items())})")
     schema = StructType([field for c, (spark, _, _) in columns.items()
                          for field in (StructField(c, spark), StructField(f"text_{c}", StringType()))])  # fmt: skip
-    _, plan, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
+    _, plan, _, _ = plan_write({"url": postgres_dsn, "dbtable": unique}, schema, False)
     assert "FORMAT binary" in plan.statement.sql
     rng, data = random.Random(7), {}
     with decimal.localcontext(prec=80):

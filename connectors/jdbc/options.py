@@ -23,6 +23,7 @@ from connectors.core.options import (
     is_secret_name,
     non_negative,
     option,
+    parse_bool,
     parse_duration,
     parse_int,
     parse_list,
@@ -272,6 +273,10 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
     )
     create_table_options: str = option(
         "createTableOptions", default="", doc="appended to the CREATE TABLE of a table the sink creates",
+    )
+    truncate: bool = option(
+        "truncate", parse_bool, default=False,
+        doc="save mode overwrite: keep the table and replace its rows (else the table is recreated)",
     )
     delivery_guarantee: DeliveryGuarantee = option(
         "deliveryGuarantee", parse_guarantee, default=DeliveryGuarantee.EXACTLY_ONCE,

@@ -28,13 +28,16 @@ from connectors.core.options import OptionError
 from connectors.jdbc import FORMAT
 from connectors.jdbc.exactly_once import ProgressKey, ProgressTable
 from connectors.jdbc.options import JdbcSinkOptions, missing_sink_id
+from connectors.jdbc.overwrite import Overwrite, stage
 from connectors.jdbc.statements import plan_statement
 from connectors.jdbc.table import parse_table_name
 from connectors.jdbc.task_writer import (
     JdbcCommitMessage,
+    JdbcWriteError,
     PartitionWriter,
     WritePlan,
     borrow,
+    describe,
     release,
 )
 from connectors.testing.faults import fault_point
@@ -47,29 +50,39 @@ def writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> D
 
 
 def stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-    return JdbcStreamWriter(*plan_write(options, schema, overwrite))
-
-
-def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> tuple[JdbcSinkOptions, WritePlan, str]:
-    """Validate everything against the server; returns the options, the plan, and the target's name."""
-    config = JdbcSinkOptions.from_options(options)
     if overwrite:
-        raise OptionError(FORMAT, "mode", "overwrite", "only appending writes are supported (save/output mode append)")
+        raise OptionError(FORMAT, "mode", "complete", "only appending streams are supported (output mode append or update)")
+    config, plan, name, _ = plan_write(options, schema, False)
+    return JdbcStreamWriter(config, plan, name)
+
+
+def plan_write(options: Mapping[str, str], schema: StructType,
+               overwrite: bool) -> tuple[JdbcSinkOptions, WritePlan, str, Overwrite | None]:
+    """Validate everything against the server; returns the options, the plan, the target's name
+    and, for save mode overwrite, the staging table the rows go to until the job commits."""
+    config = JdbcSinkOptions.from_options(options)
     import psycopg2
 
     try:
         connection = borrow(config.connection)
     except psycopg2.Error as exc:
         raise config.error("url", f"cannot connect: {str(exc).strip()}") from None
+    replace = None
     try:
         try:
             with connection.cursor() as cursor:
+                if overwrite:
+                    replace, config = stage(config, schema, cursor)
                 statement, name = plan_statement(config, schema, cursor)
         except psycopg2.OperationalError as exc:  # the server went away mid-check (restart, network)
             raise config.error("url", f"lost the connection while checking the target: {str(exc).strip()}") from None
         except psycopg2.Error as exc:
             target_option = "dbtable" if config.sql is None else "sql"
             raise config.error(target_option, f"checking the target failed: {str(exc).strip()}") from None
+        except BaseException:
+            if replace is not None:  # the input does not fit: no staging table left behind
+                replace.abort(connection)
+            raise
         connection.rollback()
         progress = None
         if config.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
@@ -83,7 +96,7 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
         release(connection, config.connection)  # closed instead if a failed check left it unusable
     target = f"table {name}" if config.sql is None else "the custom sql statement"
     plan = WritePlan(config.connection, config.execution, statement, target, config.delivery_guarantee, progress)
-    return config, plan, name
+    return config, plan, name, replace
 
 
 def _quoted(config: JdbcSinkOptions, option_name: str, text: str, connection) -> str:
@@ -136,17 +149,47 @@ class _JdbcWriter:
 
 
 class JdbcBatchWriter(_JdbcWriter, DataSourceArrowWriter):
-    """``df.write``: each partition in one transaction; progress rows guard task retries."""
+    """``df.write``: each partition in one transaction; progress rows guard task retries. With save
+    mode overwrite the partitions go to a staging table, which the commit puts in the target's place."""
+
+    def __init__(self, config: JdbcSinkOptions, plan: WritePlan, target_name: str, overwrite: Overwrite | None):
+        super().__init__(config, plan, target_name)
+        self.overwrite = overwrite
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
         return self._write(iterator, 0, f"{self.sink_id or 'batch'}:{self.write_id}")
 
     def commit(self, messages: list[JdbcCommitMessage | None]) -> None:
+        if self.overwrite is not None:
+            self._replace(messages)
         self._log(messages, "batch write committed")
         self._forget(messages, None)
 
     def abort(self, messages: list[JdbcCommitMessage | None]) -> None:
-        self._log(messages, "batch write aborted (partitions already committed stay)")
+        if self.overwrite is not None:
+            self._with_connection(self.overwrite.abort)
+            self._log(messages, "batch write aborted (the table was left as it was)")
+        else:
+            self._log(messages, "batch write aborted (partitions already committed stay)")
+
+    def _replace(self, messages: list[JdbcCommitMessage | None]) -> None:
+        import psycopg2
+
+        def replace(connection) -> None:
+            try:
+                self.overwrite.commit(connection)  # type: ignore[union-attr]
+            except psycopg2.Error as exc:
+                self.overwrite.abort(connection)  # type: ignore[union-attr]
+                raise JdbcWriteError(describe(exc, self.plan.target)) from None
+
+        self._with_connection(replace)
+
+    def _with_connection(self, action) -> None:
+        connection = borrow(self.plan.connection)
+        try:
+            action(connection)
+        finally:
+            release(connection, self.plan.connection)
 
 
 class JdbcStreamWriter(_JdbcWriter, DataSourceStreamArrowWriter):

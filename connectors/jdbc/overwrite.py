@@ -1,0 +1,95 @@
+"""Batch overwrite (``df.write.mode("overwrite")``), atomic where Spark's is not.
+
+Spark's jdbc writer drops the table (or, with ``truncate=true``, empties it) before its tasks
+insert, so a job that fails half way leaves the table empty or half written. Here the tasks write
+into a staging table beside the target, and the job's commit replaces the target in one
+transaction; until then readers see the old rows, and an aborted job only drops the staging table.
+
+- ``truncate=false`` (Spark's default): the target is dropped and the staging table, created from
+  the DataFrame's schema as a missing table is (``createTableColumnTypes``,
+  ``createTableOptions``), takes its name: the table is recreated, as Spark recreates it.
+- ``truncate=true``: the table stays, with its indexes, constraints and grants; the staging table
+  is ``LIKE`` it, and the commit runs ``TRUNCATE`` and ``INSERT ... SELECT`` (the rows are copied
+  once more, and the table's constraints are checked then). A missing table is created as above.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+
+from connectors.jdbc import FORMAT
+from connectors.jdbc.options import JdbcSinkOptions, WriteMode
+from connectors.jdbc.table import check_columns, create_table, load_table, parse_table_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Overwrite:
+    target: tuple[str, str]  # (schema, name); the table may not exist yet
+    staging: tuple[str, str]  # in the same schema, so a rename moves it into place
+    truncate: bool  # keep the target and move the rows (else replace the table)
+    columns: tuple[str, ...]  # truncate: the columns the rows fill
+
+    def commit(self, connection) -> None:
+        """Replace the target's rows with the staging table's, in one transaction."""
+        from psycopg2 import sql
+
+        target, staging = sql.Identifier(*self.target), sql.Identifier(*self.staging)
+        with connection.cursor() as cursor:
+            if self.truncate:
+                columns = sql.SQL(", ").join(map(sql.Identifier, self.columns))
+                cursor.execute(sql.SQL("TRUNCATE TABLE ONLY {0}; INSERT INTO {0} ({1}) SELECT {1} FROM {2}; DROP TABLE {2}")
+                               .format(target, columns, staging))  # fmt: skip
+            else:
+                cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}; ALTER TABLE {} RENAME TO {}")
+                               .format(target, staging, sql.Identifier(self.target[1])))  # fmt: skip
+        connection.commit()
+
+    def abort(self, connection) -> None:
+        from psycopg2 import sql
+
+        connection.rollback()
+        with connection.cursor() as cursor:
+            cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(*self.staging)))
+        connection.commit()
+
+
+def stage(config: JdbcSinkOptions, schema, cursor) -> tuple[Overwrite, JdbcSinkOptions]:
+    """Create the staging table (committed); returns the overwrite and the options that write into it."""
+    from psycopg2 import sql
+
+    if config.sql is not None or config.mode is not WriteMode.APPEND:
+        raise config.error("mode" if config.sql is None else "sql",
+                           "save mode overwrite takes an appending write to a dbtable (not upsert, not sql)")
+    try:
+        parts = parse_table_name(config.dbtable or "")
+    except ValueError as exc:
+        raise config.error("dbtable", str(exc)) from None
+    existing = load_table(cursor, parts)
+    if existing is not None:
+        target = existing.qualified
+    else:
+        cursor.execute("SELECT current_schema()")
+        target = (parts[0] if len(parts) == 2 else cursor.fetchone()[0], parts[-1])
+    # PostgreSQL cuts names at 63 bytes: the target's name, cut, and a tag unique to this write
+    staging = (target[0], f"{target[1].encode()[:40].decode(errors='ignore')}__overwrite_{uuid.uuid4().hex[:12]}")
+    truncate = config.truncate and existing is not None
+    columns: list[str] = []
+    if truncate:
+        columns, problems = check_columns(existing, schema, require_all=True)
+        if problems:  # named against the target, before any staging table exists
+            raise config.error("dbtable", "the input does not fit the table: " + "; ".join(problems))
+        cursor.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING GENERATED)")
+                       .format(sql.Identifier(*staging), sql.Identifier(*target)))  # fmt: skip
+    else:
+        try:
+            create_table(cursor, staging, schema, config.column_types, (), config.create_table_options)
+        except ValueError as exc:
+            raise config.error("dbtable", f"cannot create the table to overwrite with: {exc}") from None
+    cursor.connection.commit()
+    log.info("%s: overwriting %s: the rows go to %s until the job commits", FORMAT, target, staging)
+    into = dataclasses.replace(config, dbtable=sql.Identifier(*staging).as_string(cursor))
+    return Overwrite(target, staging, truncate, tuple(columns)), into
