@@ -539,6 +539,14 @@ def test_partition_values_stop_at_a_base_or_a_plain_directory():
     assert partitions.path_values(("s3://b/t",), "s3://b/t/a=1/f") == (("a", "1"),)
 
 
+def test_a_path_naming_a_file_has_no_partition_columns_above_it(tmp_path):
+    """As Spark: a file given as the path is its own table, its directory the base."""
+    (tmp_path / "k=1").mkdir()
+    (tmp_path / "k=1" / "f.json").write_text('{"a": 1}\n')
+    assert partitions.bases([str(tmp_path / "k=1" / "f.json")], None, None) == (str(tmp_path / "k=1"),)
+    assert partitions.bases([str(tmp_path / "k=1")], None, None) == (str(tmp_path / "k=1"),)
+
+
 def test_conflicting_partition_directories_and_a_base_path_not_above_fail_clearly(tmp_path):
     with pytest.raises(OptionError, match="conflicting partition directories: /t/a=1/f has the partition "
                                           "columns \\['a'\\], /t/g has \\[\\]"):

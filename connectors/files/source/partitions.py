@@ -41,13 +41,16 @@ Values = tuple[tuple[str, "str | None"], ...]  # (column, raw value or None), to
 
 
 def bases(paths: Sequence[str], base_path: str | None, storage_options: dict | None) -> tuple[str, ...]:
-    """The directories where the walk up from a file stops, spelled as the listing spells paths."""
-    def spelled(path: str) -> str:
+    """The directories where the walk up from a file stops, spelled as the listing spells paths
+    (a path naming a file: its directory, as Spark takes it)."""
+    def spelled(path: str, file_to_directory: bool = False) -> str:
         fs, inner = filesystem(path, storage_options)
+        if file_to_directory and not _GLOB_CHARS & set(path) and fs.isfile(inner):
+            inner = inner.rstrip("/").rsplit("/", 1)[0]
         return full_path(fs, inner).rstrip("/") or "/"
 
     if base_path is None:
-        return tuple(spelled(path) for path in paths)
+        return tuple(spelled(path, file_to_directory=True) for path in paths)
     base = spelled(base_path)
     for path in paths:
         fixed = spelled(path.split("*")[0].split("?")[0].split("[")[0])
