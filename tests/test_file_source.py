@@ -243,6 +243,124 @@ def test_date_and_timestamp_formats_read_as_spark_does(spark, tmp_path, fmt, dat
         spark.conf.unset("spark.sql.session.timeZone")
 
 
+def _same_rows(spark, fmt, path, schema, **options):
+    """Our rows and Spark's own reader's, on the same files with the same options."""
+    def read(reader):
+        reader = reader.options(**options)
+        return (reader.schema(schema) if schema else reader).load(str(path))
+
+    ours = read(spark.read.format("connectors.files").option("fileFormat", fmt))
+    theirs = read(spark.read.format(fmt))
+    assert ours.schema.simpleString() == theirs.schema.simpleString()
+    rows = sorted(map(str, theirs.collect()))
+    assert sorted(map(str, ours.collect())) == rows
+    return rows
+
+
+CSV_OPTION_CASES = [
+    # comment lines skipped, a header after comments and blank lines, a quoted "#" kept
+    ("#c\n\nh1,h2\n#x,y\n1,\"#q\"\n  #s,t\n", "h1 string, h2 string", {"comment": "#", "header": "true"},
+     ["Row(h1='  #s', h2='t')", "Row(h1='1', h2='#q')"]),
+    # whitespace around unquoted values (a quote after it starts a quoted value; one inside is kept)
+    ('  a  , b b ,c\n  "x, y"  ,  " q "  , \t1\t\n"p"  ,q,  \n', "a string, b string, c string",
+     {"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
+     ["Row(a='a', b='b b', c='c')", "Row(a='x, y', b=' q ', c='1')", "Row(a='p', b='q', c=None)"]),
+    ('  a  , b b ,c\n  "x, y",  " q ", \t1\t\n', "a string, b string, c string", {"ignoreLeadingWhiteSpace": "true"},
+     ["Row(a='a  ', b='b b ', c='c')", "Row(a='x, y', b=' q ', c='1\\t')"]),
+    ('  a  , b b ,c\n"x, y"  ," q "  , \t1\t\n', "a string, b string, c string", {"ignoreTrailingWhiteSpace": "true"},
+     ["Row(a='  a', b=' b b', c='c')", "Row(a='x, y', b=' q ', c=' \\t1')"]),
+    (" 1 ,2\n3, 4\n", "a int, b int", {"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
+     ["Row(a=1, b=2)", "Row(a=3, b=4)"]),
+    (" 1 ,2\n3, 4.5\n", None, {"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true", "header": "true"},
+     ["Row(1='3', 2='4.5')"]),
+    # what a quoted empty value reads as, in any type; unquoted empty values are null
+    ('"",1,""\n,,\nx,"",2.5\n', "a string, b int, c double", {"emptyValue": "7"},
+     ["Row(a='7', b=1, c=7.0)", "Row(a='x', b=7, c=2.5)", "Row(a=None, b=None, c=None)"]),
+    ('"",x\n', "a string, b string", {"emptyValue": "E", "nullValue": "E"}, ["Row(a=None, b='x')"]),
+    ('"",,NA\n', "a string, b string, c string", {"nullValue": "NA"}, ["Row(a='', b=None, c=None)"]),
+    # texts of NaN and the infinities (Java's NaN and Infinity still read)
+    ("NA,PI,NI\nNaN,Infinity,-Infinity\n1.5,2,-3\n", "a double, b float, c double",
+     {"nanValue": "NA", "positiveInf": "PI", "negativeInf": "NI"},
+     ["Row(a=1.5, b=2.0, c=-3.0)", "Row(a=nan, b=inf, c=-inf)", "Row(a=nan, b=inf, c=-inf)"]),
+    # a record separator of one or two characters; a quoted value may hold a newline
+    ('a,1|b,"x\ny"|c,3', "s string, n string", {"lineSep": "|"},
+     ["Row(s='a', n='1')", "Row(s='b', n='x\\ny')", "Row(s='c', n='3')"]),
+    ("h,n\r\n1,2\r\n3,4\r\n", None, {"lineSep": "\r\n", "header": "true"}, ["Row(h='1', n='2')", "Row(h='3', n='4')"]),
+    ("a;1||b;2||", None, {"lineSep": "||", "sep": ";"}, ["Row(_c0='a', _c1='1')", "Row(_c0='b', _c1='2')"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("content, schema, options, expected", CSV_OPTION_CASES)
+def test_csv_options_read_as_spark_does(spark, tmp_path, content, schema, options, expected):
+    (tmp_path / "a.csv").write_bytes(content.encode())
+    assert _same_rows(spark, "csv", tmp_path / "a.csv", schema, **options) == sorted(expected)
+
+
+LENIENT_JSON = (
+    "{'a': 'x', 'b': 1}\n{\"a\": \"it's\", \"b\": 2}\n{'a': \"q\\\"\", 'b': 3}\n{a: 'u', b: 4}\n"
+    "{\"a\": \"c\" /* c */, \"b\": 5}\n{\"a\": \"z\", \"b\": 007}\n// only a comment\n"
+    "{\"a\": 'e\\'s', \"b\": 8}\n{\"a\": 'tab\\tx', \"b\": 9}\n"
+)
+
+
+@pytest.mark.parametrize("options", [
+    {},  # single quotes are allowed by default, the rest are malformed
+    {"allowSingleQuotes": "false"},
+    {"allowComments": "true", "allowUnquotedFieldNames": "true", "allowNumericLeadingZeros": "true"},
+])  # fmt: skip
+@pytest.mark.parametrize("schema", ["a string, b long, _corrupt_record string", None])
+def test_json_syntax_options_read_as_spark_does(spark, tmp_path, options, schema):
+    (tmp_path / "a.json").write_text(LENIENT_JSON)
+    rows = _same_rows(spark, "json", tmp_path / "a.json", schema, **options)
+    assert len(rows) == (8 if options.get("allowComments") else 9)
+
+
+def test_json_inference_options_as_spark_does(spark, tmp_path):
+    (tmp_path / "k.json").write_text(
+        '{"a": 1, "b": 1.50, "c": true, "d": null, "e": [null], "f": {"g": null}, "h": [], "k": 12345678901234567890123.5, '
+        '"l": [1, 2.5], "n": {"o": 0.001, "p": null}}\n{"a": 2, "b": 2, "d": null, "m": 0.1e-40, "n": {"o": -1.25}}\n')
+    for options in ({"primitivesAsString": "true"}, {"prefersDecimal": "true"}, {"dropFieldIfAllNull": "true"},
+                    {"prefersDecimal": "true", "dropFieldIfAllNull": "true", "primitivesAsString": "false"}):
+        assert _same_rows(spark, "json", tmp_path / "k.json", None, **options)
+
+
+@pytest.mark.parametrize("fmt, content, options, schema", [
+    ("text", "1abc2\nx abc3abc", {"lineSep": "abc"}, None),
+    ("text", "1\r\n2\n3\r\n4\r", {"lineSep": "\r\n"}, None),
+    # a record's newlines are whitespace between tokens, but no string holds one: that one is malformed
+    ("json", '{"a":\n1}|{"a":"x\ny"}|{\'a\': 3}|', {"lineSep": "|"}, "a long, _corrupt_record string"),
+    ("json", '{"a":\r\n1}@@{"b":"x"}@@@@{"a": 2}', {"lineSep": "@@"}, None),
+])  # fmt: skip
+def test_line_separators_read_as_spark_does(spark, tmp_path, fmt, content, options, schema):
+    (tmp_path / f"a.{fmt}").write_bytes(content.encode())
+    assert len(_same_rows(spark, fmt, tmp_path / f"a.{fmt}", schema, **options)) == 3
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "text"])
+def test_ignore_missing_files_skips_files_deleted_after_planning(spark, tmp_path, fmt):
+    """A file listed when the read was planned but deleted before it is read: Spark's reader and
+    ours fail by default and, with ignoreMissingFiles, both skip it."""
+    for name, ids in (("a", range(3)), ("b", range(3, 6))):
+        (tmp_path / f"{name}.{fmt}").write_bytes(json_lines(ids, name) if fmt == "json" else
+                                                 "".join(f"{i}\n" for i in ids).encode())
+    schema = "value string" if fmt == "text" else ("id long, file string" if fmt == "json" else "id long")
+
+    def frames(**options):
+        ours = spark.read.format("connectors.files").option("fileFormat", fmt).schema(schema).options(**options)
+        theirs = spark.read.format(fmt).schema(schema).options(**options)
+        return [reader.load(str(tmp_path)) for reader in (ours, theirs)]
+
+    failing, skipping = frames(), frames(ignoreMissingFiles="true")
+    for frame in failing + skipping:  # planned: the files are listed
+        frame.rdd.getNumPartitions()
+    (tmp_path / f"b.{fmt}").unlink()
+    ours, theirs = (sorted(map(str, frame.collect())) for frame in skipping)
+    assert ours == theirs and len(ours) == 3
+    for frame in failing:
+        with pytest.raises(Exception, match="b." + fmt):
+            frame.collect()
+
+
 def test_big_file_is_split_and_every_line_read_once(spark, tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("".join(f"{i}:{'z' * (i % 97)}\n" for i in range(200_000)))

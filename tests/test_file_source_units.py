@@ -45,8 +45,11 @@ from connectors.files.source.compression import CODECS
 from connectors.files.source.formats import (
     CorruptFileError,
     FileSplit,
+    JsonSyntax,
     MalformedRecordError,
     read_partition,
+    strict_json,
+    white_space_trimmer,
 )
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.offsets import SeenFiles, digest
@@ -289,6 +292,113 @@ def test_csv_escape_same_as_quote_reads_rfc_4180(tmp_path):
 # Listing and filesystems
 
 
+def test_csv_comments_empty_values_and_float_texts(tmp_path):
+    """comment: lines blanked (the header is the first line left, a malformed line keeps its
+    number); emptyValue: a quoted "" of any type, null when it is nullValue; unquoted empty values
+    are null whatever nullValue is; nanValue, positiveInf, negativeInf of float columns only."""
+    path = tmp_path / "c.csv"
+    path.write_text('#x\n\na,b\n#1,2\n1,""\n"",q\n,\n#y\nbad,z\n')
+    rows = read_all(str(path), AB_CORRUPT, fileFormat="csv", comment="#", header="true", emptyValue="7")
+    assert [(r["a"], r["b"], r["_corrupt_record"]) for r in rows] == [
+        (1, "7", None), (7, "q", None), (None, None, None), (None, None, "bad,z")]
+    with pytest.raises(MalformedRecordError, match="line 9 "):
+        read_all(str(path), AB, fileFormat="csv", comment="#", header="true", emptyValue="7", mode="FAILFAST")
+    rows = read_all(str(path), AB, fileFormat="csv", comment="#", header="true", emptyValue="E", nullValue="E",
+                    mode="DROPMALFORMED")
+    assert [(r["a"], r["b"]) for r in rows] == [(1, None), (None, "q"), (None, None)]  # "" is E, then null
+    path.write_text("NA,PI,NI,NA\nNaN,Infinity,-Infinity,x\n1.5,2,-3,\n")
+    schema = StructType([StructField(n, DoubleType()) for n in "abc"] + [StructField("d", StringType())])
+    rows = read_all(str(path), schema, fileFormat="csv", nanValue="NA", positiveInf="PI", negativeInf="NI",
+                    nullValue="-")
+    assert [str(tuple(r.values())) for r in rows] == [
+        "(nan, inf, -inf, 'NA')", "(nan, inf, -inf, 'x')", "(1.5, 2.0, -3.0, None)"]
+
+
+@pytest.mark.parametrize("leading, trailing, sep, escape, text, expected", [
+    (True, True, ",", "\\", '  a  , b b ,c\n  "x, y"  ,  " q "  , \t1\t\r\n"a\\" b " , """ x",  \n',
+     'a,b b,c\n"x, y"," q ",1\r\n"a\\" b ",""" x",\n'),
+    (True, False, ",", '"', '  a  , b b \n  "x, ""y"""  ,  " q " \n', 'a  ,b b \n"x, ""y"""," q "\n'),
+    (False, True, ",", '"', '  a  , b b \n  "x, y"  ,  " q " \n', '  a, b b\n  "x, y",  " q "\n'),
+    (True, True, "\t", "\\", " a \t\tb b \t\n", "a\t\tb b\t\n"),  # a tab separator is no whitespace
+])  # fmt: skip
+def test_csv_white_space_around_unquoted_values_is_dropped(leading, trailing, sep, escape, text, expected):
+    """Dropped from the text before pyarrow reads it; quoted values are kept whole (their separators
+    too), and whitespace after one goes, as Spark's parser drops it."""
+    assert white_space_trimmer(sep, '"', escape, leading, trailing)(text.encode()) == expected.encode()
+
+
+@pytest.mark.parametrize("fmt, content, line_sep, schema, expected", [
+    ("text", "1abc2\nxabc3", "abc", TEXT, [{"value": "1"}, {"value": "2\nx"}, {"value": "3"}]),
+    ("csv", 'a,1|b,"x\ny"|c,3|', "|", StructType([StructField("b", StringType()), StructField("a", StringType())]),
+     [{"b": "a", "a": "1"}, {"b": "b", "a": "x\ny"}, {"b": "c", "a": "3"}]),
+    ("json", '{"a":\n1}||{"a": 2, "b":"x\ny"}||{"a": 3}', "||", AB_CORRUPT,
+     [{"a": 1, "b": None, "_corrupt_record": None},
+      {"a": None, "b": None, "_corrupt_record": '{"a": 2, "b":"x\ny"}'}, {"a": 3, "b": None, "_corrupt_record": None}]),
+])  # fmt: skip
+def test_line_separator_splits_records_and_keeps_the_malformed_text(tmp_path, fmt, content, line_sep, schema, expected):
+    path = tmp_path / f"a.{fmt}"
+    path.write_text(content)
+    cfg = config(fileFormat=fmt, lineSep=line_sep, maxPartitionBytes="4")
+    assert [len(p.splits) for p in plan([status(path)], cfg, cores=2)] == [1]  # not cut: read whole
+    assert read_all(str(path), schema, fileFormat=fmt, lineSep=line_sep, maxPartitionBytes="4") == expected
+
+
+@pytest.mark.parametrize("text, allow, expected", [
+    ("{'a': 'x', 'b': \"it's\"}", {}, '{"a": "x", "b": "it\'s"}'),
+    ("{'a': 'say \"hi\"', 'b': 'it\\'s', 'c': 'tab\\t'}", {}, '{"a": "say \\"hi\\"", "b": "it\'s", "c": "tab\\t"}'),
+    ("{'a': 1}", {"single_quotes": False}, "{'a': 1}"),
+    ('{"a": 1 /* one */, /* two\n */ "b": 2} // end', {"comments": True}, '{"a": 1  ,   "b": 2}'),
+    ("// nothing else", {"comments": True}, ""),
+    ('{"a": "// not a comment", "b": "/* nor this */"}', {"comments": True}, '{"a": "// not a comment", "b": "/* nor this */"}'),
+    ("{a: 1, $b_2 : true, c: NaN, d: -Infinity}", {"unquoted_field_names": True},
+     '{"a": 1, "$b_2": true, "c": NaN, "d": -Infinity}'),
+    ('{"a": 007, "b": -00.5, "c": 0, "d": [0, 01e2], "e": "007"}', {"numeric_leading_zeros": True},
+     '{"a": 7, "b": -0.5, "c": 0, "d": [0, 1e2], "e": "007"}'),
+    ('{"a": 007}', {}, '{"a": 007}'),
+    ("{'a': 'open", {}, None),
+    ('{"a": 1 /* open', {"comments": True}, None),
+])  # fmt: skip
+def test_strict_json_rewrites_what_the_options_allow(text, allow, expected):
+    assert strict_json(text, JsonSyntax(**allow)) == expected
+
+
+def test_json_lines_in_lenient_syntax_are_read_only_where_the_options_allow(tmp_path):
+    """Single quotes are read by default (Spark's default); a line only the options make JSON is
+    read when they are set, else malformed with its text as written; a line of comments is no record."""
+    path = tmp_path / "a.json"
+    path.write_text("{'a': 1, 'b': 'x'}\n{a: 2, b: \"y\"} // two\n{\"a\": 03}\n// nothing\n")
+    rows = read_all(str(path), AB_CORRUPT, fileFormat="json")
+    assert [(r["a"], r["b"]) for r in rows if r["_corrupt_record"] is None] == [(1, "x")]
+    assert [r["_corrupt_record"] for r in rows if r["_corrupt_record"] is not None] == [
+        '{a: 2, b: "y"} // two', '{"a": 03}', "// nothing"]
+    assert read_all(str(path), AB, fileFormat="json", allowSingleQuotes="false", mode="DROPMALFORMED") == []
+    rows = read_all(str(path), AB_CORRUPT, fileFormat="json", allowComments="true", allowUnquotedFieldNames="true",
+                    allowNumericLeadingZeros="true")
+    assert [(r["a"], r["b"], r["_corrupt_record"]) for r in rows] == [(1, "x", None), (2, "y", None), (3, None, None)]
+    inferred = SchemaInference(config(fileFormat="json", allowComments="true", allowUnquotedFieldNames="true",
+                                      allowNumericLeadingZeros="true"), [str(path)]).infer()
+    assert inferred.simpleString() == "struct<a:bigint,b:string>"
+
+
+def test_json_inference_options(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('{"a": 1.50, "b": 1e5, "c": 0.001, "d": [null], "e": null, "f": {"g": []}, "h": true}\n')
+
+    def inferred(**options) -> str:
+        return SchemaInference(config(fileFormat="json", **options), [str(path)]).infer().simpleString()
+
+    assert inferred() == "struct<a:double,b:double,c:double,d:array<string>,e:string,f:struct<g:array<string>>,h:boolean>"
+    # 1e5 has a negative scale, on which Spark fails: double here
+    assert inferred(prefersDecimal="true") == (
+        "struct<a:decimal(3,2),b:double,c:decimal(3,3),d:array<string>,e:string,f:struct<g:array<string>>,h:boolean>")
+    assert inferred(primitivesAsString="true", prefersDecimal="true") == (
+        "struct<a:string,b:string,c:string,d:array<string>,e:string,f:struct<g:array<string>>,h:string>")
+    assert inferred(dropFieldIfAllNull="true") == "struct<a:double,b:double,c:double,h:boolean>"
+    rows = read_all(str(path), SchemaInference(config(fileFormat="json", primitivesAsString="true"), [str(path)]).infer(),
+                    fileFormat="json")
+    assert (rows[0]["a"], rows[0]["b"], rows[0]["h"]) == ("1.50", "1e5", "true")  # as written
+
+
 def test_listing_skips_hidden_and_filters_names(tmp_path):
     for name in ["a.csv", "b.txt", "sub/c.csv", "_tmp/d.csv", ".hidden.csv", "sub/.e.csv", "sub/_f.csv", "sub/deep/g.csv"]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -448,6 +558,29 @@ def test_a_batch_file_deleted_before_it_is_read_is_named(tmp_path):
         list(reader.read(partition))
 
 
+def test_ignore_missing_files_skips_a_batch_file_gone_before_it_is_read(tmp_path, caplog):
+    """ignoreMissingFiles: the file deleted after admission is skipped with a warning naming it, the
+    others are read; a batch replayed after a restart goes on without the files gone meanwhile."""
+    src = tmp_path / "in"
+    src.mkdir()
+    write_file(src, "a.txt", "a\n")
+    write_file(src, "b.txt", "b\n")
+    cfg = config(fileFormat="text", discoveryInterval="0", ignoreMissingFiles="true")
+    reader = FileStreamReader(cfg, [str(src)], read_spec(cfg, [str(src)], TEXT))
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    partitions = reader.partitions(start, end)
+    (src / "a.txt").unlink()
+    with caplog.at_level("WARNING", logger="connectors.files.missing"):
+        rows = [row for p in partitions for batch in reader.read(p) for row in batch.to_pylist()]
+    assert rows == [{"value": "b"}]
+    assert f"{src / 'a.txt'} is gone; skipped it (ignoreMissingFiles)" in caplog.text
+    restarted = DirectoryMonitor(cfg, [str(src)])
+    assert [os.path.basename(f.path) for f in restarted.batch_files(start, end)] == ["b.txt"]
+    with pytest.raises(FileNotFoundError, match="1 of the 2 files of the batch being replayed .* ignoreMissingFiles"):
+        DirectoryMonitor(config(fileFormat="text", discoveryInterval="0"), [str(src)]).batch_files(start, end)
+
+
 def test_a_file_stamped_at_the_floor_is_new(tmp_path):
     """Spark's maxFileAge test is ``time >= newest - maxFileAge``: with allowedLateness 0 a file
     stamped in the same millisecond as the newest admitted one (coarse clocks, S3's seconds) is
@@ -496,6 +629,15 @@ def test_discovery_interval_throttles_listings(tmp_path):
         ({"fileFormat": "csv", "encoding": "klingon"}, "option 'encoding' = 'klingon': unknown character set"),
         ({"fileFormat": "csv", "maxFilePerTrigger": "3"}, "did you mean 'maxFilesPerTrigger'?"),
         ({"fileFormat": "csv", "storageOptions": '["secret-key"]'}, "option 'storageOptions' = '***': expected a JSON object"),
+        ({"fileFormat": "json", "comment": "#"}, "option 'comment' = '#': applies to csv, not json"),
+        ({"fileFormat": "csv", "allowComments": "true"}, "option 'allowComments' = True: applies to json, not csv"),
+        ({"fileFormat": "parquet", "lineSep": "|"}, "option 'lineSep' = '|': applies to csv, json, text, not parquet"),
+        ({"fileFormat": "csv", "lineSep": "abc"}, "option 'lineSep' = 'abc': csv takes a separator of 1 or 2 characters"),
+        ({"fileFormat": "text", "lineSep": ""}, "option 'lineSep' = '': cannot be an empty string"),
+        ({"fileFormat": "json", "lineSep": "|", "multiLine": "true"}, "does not apply with multiLine"),
+        ({"fileFormat": "csv", "comment": "#", "multiLine": "true"}, "option 'comment' = '#': is not supported with multiLine"),
+        ({"fileFormat": "csv", "comment": "##"}, "option 'comment' = '##': expected a single character"),
+        ({"fileFormat": "json", "ignoreLeadingWhiteSpace": "true"}, "applies to csv, not json"),
     ],
 )
 def test_bad_options(options, message):

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 # spark.tvf.python_worker_logs() collects them on the driver for batch reads when
 # spark.sql.pyspark.worker.logging.enabled is on (Spark 4.3 does not for stream reads).
 corrupt_files_log = logging.getLogger("connectors.files.corrupt")
+missing_files_log = logging.getLogger("connectors.files.missing")  # ignoreMissingFiles, the same way
 
 BLOCK_BYTES = 8 << 20  # one parse unit: big enough for pyarrow to be fast, small enough for memory
 PARQUET_BATCH_ROWS = 1 << 16
@@ -84,6 +85,20 @@ class CorruptFileError(IOError):
 
 
 @dataclasses.dataclass(frozen=True)
+class JsonSyntax:
+    """The non-standard JSON a json read accepts (Spark's allow* options, its defaults)."""
+
+    single_quotes: bool = True
+    comments: bool = False
+    unquoted_field_names: bool = False
+    numeric_leading_zeros: bool = False
+
+    @property
+    def lenient(self) -> bool:
+        return self.single_quotes or self.comments or self.unquoted_field_names or self.numeric_leading_zeros
+
+
+@dataclasses.dataclass(frozen=True)
 class ReadSpec:
     """Everything a task needs to turn a split into batches of the query's Arrow schema."""
 
@@ -100,6 +115,16 @@ class ReadSpec:
     escape: str = "\\"
     encoding: str = "UTF-8"
     null_value: str = ""
+    ignore_missing_files: bool = False
+    comment: str | None = None  # csv
+    trim_leading: bool = False  # csv: ignoreLeadingWhiteSpace, ignoreTrailingWhiteSpace
+    trim_trailing: bool = False
+    empty_value: str | None = None  # csv: what a quoted "" reads as (None: "")
+    nan_value: str = "NaN"  # csv: texts of float specials
+    positive_inf: str = "Inf"
+    negative_inf: str = "-Inf"
+    line_sep: str | None = None  # None: \n (a \r before it is dropped)
+    json_syntax: JsonSyntax = JsonSyntax()
     date_format: str | None = None  # csv/json: Java patterns of date, timestamp, timestamp_ntz values
     timestamp_format: str | None = None
     timestamp_ntz_format: str | None = None
@@ -169,15 +194,16 @@ def _range_chunks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _line_blocks(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """Re-cut chunks so every block but the last ends with a newline."""
+def _line_blocks(chunks: Iterator[bytes], separator: bytes = b"\n") -> Iterator[bytes]:
+    """Re-cut chunks so every block but the last ends with a separator (a newline)."""
     carry = b""
     for chunk in chunks:
         data = carry + chunk if carry else chunk
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
+        cut = data.rfind(separator)
+        if cut < 0:
             carry = data
             continue
+        cut += len(separator)
         carry = data[cut:]
         yield data[:cut]
     if carry:
@@ -242,16 +268,37 @@ def _cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) -
     return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
 
 
+def separated(block: bytes, separator: bytes, fmt: str, encoding: str) -> tuple[bytes, dict[int, str]]:
+    """A block of records ending in ``separator`` (lineSep) as the newline-separated lines the csv
+    and json parsers take, and the original text of each line changed on the way (by 1-based line).
+
+    A json record's own newlines become tabs: whitespace between tokens as newlines are, and, like a
+    raw newline, not allowed inside a string, so such a record stays malformed (as in Spark). A csv
+    record's newlines are left: a value holding one must be quoted (read as with multiLine).
+    """
+    records = block.split(separator)
+    if records and not records[-1]:
+        records.pop()
+    changed: dict[int, str] = {}
+    if fmt == "json":
+        for number, record in enumerate(records):
+            if b"\n" in record or b"\r" in record:
+                changed[number + 1] = record.decode(encoding, errors="replace")
+                records[number] = record.replace(b"\r", b"\t").replace(b"\n", b"\t")
+    return b"\n".join(records) + b"\n", changed
+
+
 class TextParser:
     def __init__(self, spec: ReadSpec):
         self.encoding = spec.encoding
+        self.separator = spec.line_sep
 
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
         text = block.decode(self.encoding, errors="replace")
-        lines = text.split("\n")
+        lines = text.split(self.separator or "\n")
         if lines and lines[-1] == "":
             lines.pop()
-        if "\r" in text:
+        if "\r" in text and self.separator is None:
             lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         return pa.table({"value": pa.array(lines, pa.string())}), []
 
@@ -260,11 +307,25 @@ class CsvParser:
     def __init__(self, spec: ReadSpec):
         self.spec = spec
         self.schema = spec.data_schema
+        # with lineSep a record's newlines can only be inside quotes: records may span lines
+        self.spanning = spec.multi_line or spec.line_sep is not None
         self.parse_options = dict(
             # escape = quote: RFC 4180's doubled quote, which double_quote reads
             delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape != spec.quote and spec.escape,
-            double_quote=True, newlines_in_values=spec.multi_line, ignore_empty_lines=True,
+            double_quote=True, newlines_in_values=self.spanning, ignore_empty_lines=True,
         )
+        # Unquoted empty values are null whatever nullValue is (as in Spark), so an empty string
+        # read was quoted: what emptyValue replaces.
+        self.null_values = [spec.null_value] if spec.null_value == "" else [spec.null_value, ""]
+        self.comment = spec.comment
+        self.trim = white_space_trimmer(spec.separator, spec.quote, spec.escape, spec.trim_leading, spec.trim_trailing)
+        # Texts of NaN and the infinities other than the defaults (which pyarrow reads), as pyarrow's.
+        self.specials = [(text, value) for text, default, value in (
+            (spec.nan_value, "NaN", "NaN"), (spec.positive_inf, "Inf", "inf"), (spec.negative_inf, "-Inf", "-inf"),
+        ) if text != default]
+        # Columns read as text, for those options to replace values before they are converted.
+        self.as_text = {f.name for f in self.schema
+                        if spec.empty_value is not None or (self.specials and pa.types.is_floating(f.type))}
 
     def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
         def invalid(row) -> str:
@@ -279,22 +340,47 @@ class CsvParser:
             ),
             parse_options=pacsv.ParseOptions(**self.parse_options, invalid_row_handler=invalid),
             convert_options=pacsv.ConvertOptions(
-                column_types=types, null_values=[self.spec.null_value], strings_can_be_null=True,
+                column_types=types, null_values=self.null_values, strings_can_be_null=True,
                 quoted_strings_can_be_null=False,
             ),
         )
 
+    @staticmethod
+    def uncommented(block: bytes, comment: str, encoding: str) -> bytes:
+        """The lines starting with ``comment`` blanked, not cut, so line numbers stay right (and
+        the reader skips blank lines)."""
+        return re.sub(rb"(?m)^" + re.escape(comment.encode(encoding)) + rb"[^\r\n]*", b"", block)
+
+    def _replace(self, table: pa.Table) -> pa.Table:
+        """emptyValue, nanValue, positiveInf, negativeInf: their texts as what they stand for."""
+        for name in self.as_text:
+            column, kind = table.column(name), self.schema.field(name).type
+            replacements = []
+            if self.spec.empty_value is not None:
+                empty = None if self.spec.empty_value == self.spec.null_value else self.spec.empty_value
+                replacements.append(("", empty))
+            if pa.types.is_floating(kind):
+                replacements += self.specials
+            for text, value in replacements:
+                column = pc.if_else(pc.equal(column, text), pa.scalar(value, pa.string()), column)
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        return table
+
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
-        skip = 1 if first_block and self.spec.header else 0
+        if self.comment is not None:
+            block = self.uncommented(block, self.comment, self.spec.encoding)
+        if self.trim is not None:
+            block = self.trim(block)
+        skip = header_lines(block) if first_block and self.spec.header else 0
         bad: list[Malformed] = []
         pattern_for = self.spec.pattern_for
         # Dates and timestamps with a pattern are read as text, then parsed by it.
-        types = {f.name: pa.string() if pattern_for(f.type) else f.type for f in self.schema}
+        types = {f.name: pa.string() if pattern_for(f.type) or f.name in self.as_text else f.type for f in self.schema}
         try:
             table = self._read(block, skip, types, bad)
-            if types == {f.name: f.type for f in self.schema}:
+            if not self.as_text and types == {f.name: f.type for f in self.schema}:
                 return table, bad
-            typed, bad_rows = _cast_or_mark(table, self.schema, pattern_for)
+            typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
             if not bad_rows:
                 return typed, bad
         except pa.ArrowInvalid:
@@ -302,8 +388,8 @@ class CsvParser:
         # A value did not convert: read strings, then find the rows that fail.
         bad.clear()
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, bad)
-        typed, bad_rows = _cast_or_mark(table, self.schema, pattern_for)
-        if bad_rows and self.spec.multi_line:  # a record may span lines: its fields name it
+        typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
+        if bad_rows and self.spanning:  # a record may span lines: its fields name it
             fields = table.take(bad_rows).to_pylist()
             bad.extend(Malformed(row + 1, self.spec.separator.join(v or "" for v in record.values()))
                        for row, record in zip(bad_rows, fields))
@@ -313,6 +399,37 @@ class CsvParser:
             bad.extend(Malformed(lines[row][0], lines[row][1]) for row in bad_rows)
             typed = typed.filter(pa.array([i not in set(bad_rows) for i in range(typed.num_rows)]))
         return typed, sorted(bad, key=lambda m: m.line)
+
+
+def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
+                        trailing: bool) -> Callable[[bytes], bytes] | None:
+    """ignoreLeadingWhiteSpace / ignoreTrailingWhiteSpace: a function dropping the whitespace (any
+    character up to a space but the separator and line ends, as Spark's parser) at the start or the
+    end of every unquoted value, before pyarrow reads the block. Quoted values are passed over whole:
+    their whitespace is kept, as in Spark, and so is a separator or newline inside them."""
+    if not (leading or trailing):
+        return None
+    sep, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
+    space = b"[" + b"".join(re.escape(bytes([c])) for c in range(0x21) if chr(c) not in "\r\n" + separator) + b"]+"
+    inner = b"[^" + q + b"]|" + q + q if escape == quote else b"[^" + q + e + b"]|" + e + b".|" + q + q
+    end = b"(?=" + sep + b"|\r?$)"
+    # whitespace after a quoted value goes too (Spark's parser drops it even without the options)
+    parts = [b"(" + q + b"(?:" + inner + b")*" + q + b")(?:" + space + end + b")?"]
+    if leading:
+        parts.append(b"(?:(?<=" + sep + b")|^)" + space)
+    if trailing:
+        parts.append(space + end)
+    pattern = re.compile(b"|".join(parts), re.MULTILINE | re.DOTALL)
+    return lambda block: pattern.sub(lambda match: match.group(1) or b"", block)
+
+
+def header_lines(block: bytes) -> int:
+    """How many lines up to and including the header: the first that is not blank (comments are
+    blanked by then), as Spark's csv reader takes it."""
+    for number, line in enumerate(block.split(b"\n", 64)):  # a header after 64 blank lines: the first line
+        if line.strip(b"\r"):
+            return number + 1
+    return 1
 
 
 def _data_lines(block: bytes, skip: int) -> list[tuple[int, str]]:
@@ -337,6 +454,7 @@ class JsonParser:
         self.wire = pa.schema([f.with_type(_wire_type(f.type, self.pattern_for)) for f in self.schema])
         self.row = pa.struct(list(self.schema))
         self.maps = _has_map(self.row)
+        self.syntax = spec.json_syntax
 
     def _read(self, block: bytes, in_python: bool = False) -> pa.Table:
         if self.maps or in_python:
@@ -364,28 +482,109 @@ class JsonParser:
         except pa.ArrowInvalid:
             pass
         # Some line is not a JSON object of the schema's types: parse the good ones together.
-        good, bad = [], []
+        good, bad = [], []  # (line number, JSON text, the line)
         for number, line in _data_lines(block, 0):
-            try:
-                ok = isinstance(json.loads(line), dict)
-            except ValueError:
-                ok = False
-            (good if ok else bad).append((number, line))
+            text = line if _is_object(line) else strict_json(line, self.syntax) if self.syntax.lenient else None
+            if text == "":
+                continue  # nothing but comments: no record, as in Spark
+            ok = text is line or (text is not None and _is_object(text))
+            (good if ok else bad).append((number, text or line, line))
         try:
-            table = self._read("\n".join(line for _, line in good).encode()) if good else self.schema.empty_table()
+            table = self._read("\n".join(text for _, text, _ in good).encode()) if good else self.schema.empty_table()
         except pa.ArrowInvalid:  # a type mismatch or a NaN: line by line
             kept = []
-            for number, line in good:
+            for entry in good:
                 try:
-                    kept.append(self._read(line.encode(), in_python=True))
+                    kept.append(self._read(entry[1].encode(), in_python=True))
                 except pa.ArrowInvalid:
-                    bad.append((number, line))
+                    bad.append(entry)
             table = pa.concat_tables(kept) if kept else self.schema.empty_table()
-        return table, sorted((Malformed(n, text) for n, text in bad), key=lambda m: m.line)
+        return table, sorted((Malformed(n, line) for n, _, line in bad), key=lambda m: m.line)
 
 
 _JSON = json.JSONDecoder()
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_NUMBER = re.compile(r"-?0+(?=\d)")  # the sign and leading zeros of a number
+_JSON_NAME = re.compile(r"([A-Za-z_$][\w$]*)\s*:")  # an unquoted field name, as Jackson's (ASCII)
+_JSON_WORD = re.compile(r"[\w$.+-]+")
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def strict_json(text: str, syntax: JsonSyntax) -> str | None:
+    """``text`` in the JSON of the lenient syntax ``syntax`` allows (Jackson's features behind Spark's
+    allowSingleQuotes, allowComments, allowUnquotedFieldNames, allowNumericLeadingZeros) as
+    standard JSON: None where it is not even that. Only lines standard JSON refuses come here."""
+    out: list[str] = []
+    position, size = 0, len(text)
+    while position < size:
+        char = text[position]
+        if char == '"':
+            match = _JSON_STRING.match(text, position)
+            if match is None:
+                return None
+            out.append(match.group())
+            position = match.end()
+        elif char == "'" and syntax.single_quotes:
+            position = _single_quoted(text, position + 1, out)
+            if position < 0:
+                return None
+        elif char == "/" and syntax.comments and text.startswith("/*", position):
+            end = text.find("*/", position + 2)
+            if end < 0:
+                return None
+            out.append(" ")
+            position = end + 2
+        elif char == "/" and syntax.comments and text.startswith("//", position):
+            end = text.find("\n", position)  # a line comment ends at the line's end
+            position = size if end < 0 else end
+        elif char.isdigit() or char == "-":
+            zeros = _JSON_NUMBER.match(text, position)
+            if zeros is not None and syntax.numeric_leading_zeros:
+                out.append("-" if char == "-" else "")
+                position = zeros.end()
+                continue
+            word = _JSON_WORD.match(text, position)
+            out.append(word.group() if word else char)
+            position = word.end() if word else position + 1
+        elif char.isalpha() or char in "_$":
+            name = _JSON_NAME.match(text, position) if syntax.unquoted_field_names else None
+            if name is not None:
+                out.append(json.dumps(name.group(1)) + ":")
+                position = name.end()
+            else:  # true, NaN, ...: as they are
+                word = _JSON_WORD.match(text, position)
+                out.append(word.group())  # type: ignore[union-attr]
+                position = word.end()  # type: ignore[union-attr]
+        else:
+            out.append(char)
+            position += 1
+    return "".join(out).strip()
+
+
+def _single_quoted(text: str, position: int, out: list[str]) -> int:
+    """A string in single quotes from ``position`` (after the quote), appended to ``out`` in double
+    quotes; where it ends, or -1 if it does not. ``\\'`` is a quote; other escapes are JSON's."""
+    parts = ['"']
+    while position < len(text):
+        char = text[position]
+        if char == "'":
+            out.append("".join(parts) + '"')
+            return position + 1
+        if char == "\\":
+            escaped = text[position + 1: position + 2]
+            parts.append("'" if escaped == "'" else char + escaped)
+            position += 2
+            continue
+        parts.append('\\"' if char == '"' else char)
+        position += 1
+    return -1
 
 
 def _space(text: str, position: int) -> int:
@@ -450,9 +649,18 @@ def _typed(text: str, position: int, kind: pa.DataType) -> tuple[Any, int]:
     return _JSON.raw_decode(text, position)
 
 
-def document_records(text: str) -> list[str] | None:
+def document_records(text: str, syntax: JsonSyntax | None = None) -> list[str] | None:
     """multiLine json: the text of each record of a document that is an array of them or one
-    record, as it is written (numbers keep their digits); None if the document is not JSON."""
+    record, as it is written (numbers keep their digits); None if the document is not JSON, of
+    the lenient ``syntax`` either."""
+    records = _document_records(text)
+    if records is None and syntax is not None and syntax.lenient:
+        strict = strict_json(text, syntax)
+        records = None if strict is None else _document_records(strict)
+    return records
+
+
+def _document_records(text: str) -> list[str] | None:
     def space(position: int) -> int:
         return _space(text, position)
 
@@ -616,6 +824,16 @@ class SplitReader:
         self.out = BatchBuilder(self.spec, split)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._read()
+        except FileNotFoundError:
+            if not self.spec.ignore_missing_files:
+                raise
+            # As Spark's: rows read before the file went are kept, the rest is skipped.
+            message = f"connectors.files: {self.split.path} is gone; skipped it (ignoreMissingFiles)"
+            missing_files_log.warning(message, extra={"context": {"file": self.split.path}})
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
         fs, path = filesystem(self.split.path, self.spec.storage_options)
         with fs.open(path, "rb") as raw:
             if self.spec.file_format == "parquet":
@@ -637,8 +855,14 @@ class SplitReader:
                 yield from self._document(b"".join(chunks))
                 return
             parser = PARSERS[self.spec.file_format](self.spec)
+            separator = self.spec.line_sep.encode(self.spec.encoding) if self.spec.line_sep else b"\n"
+            # csv and json blocks are made newline-separated; text splits on the separator itself
+            ends = separator if self.spec.file_format == "text" else b"\n"
             line = 0  # lines before the current block
-            for block in _line_blocks(chunks):
+            for block in _line_blocks(chunks, separator):
+                changed: dict[int, str] = {}
+                if ends != separator:
+                    block, changed = separated(block, separator, self.spec.file_format, self.spec.encoding)
                 try:
                     table, bad = parser.parse(block, line == 0 and self.split.start == 0)
                 except pa.ArrowInvalid as exc:  # e.g. an unbalanced quote: no line to blame
@@ -648,8 +872,10 @@ class SplitReader:
                 if table.num_rows:
                     yield self.out.build(table)
                 if bad:
+                    for malformed in bad:
+                        malformed.text = changed.get(malformed.line, malformed.text)
                     yield from self._malformed(bad, line)
-                line += block.count(b"\n")
+                line += block.count(ends)
         except CorruptFileError as exc:
             if not self.spec.ignore_corrupt_files:
                 raise
@@ -662,7 +888,7 @@ class SplitReader:
             table, bad = CsvParser(self.spec).parse(data, True)
         else:
             text = data.decode(self.spec.encoding, errors="replace")
-            records = document_records(text)
+            records = document_records(text, self.spec.json_syntax)
             if records is None:
                 table, bad = self.spec.data_schema.empty_table(), [Malformed(1, text)]
             else:

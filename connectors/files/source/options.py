@@ -27,6 +27,11 @@ from connectors.files.datetime_patterns import DateTimePattern
 FORMATS = ("text", "csv", "json", "parquet", "avro")
 
 
+def _not_empty(value: str) -> None:
+    if not value:
+        raise ValueError("cannot be an empty string")
+
+
 def _date_time_pattern(text: str) -> str:
     DateTimePattern.of(text)  # an unsupported letter fails here, at query start
     return text
@@ -86,6 +91,10 @@ class FileSourceOptions(Options):
         "ignoreCorruptFiles", parse_bool, default=False,
         doc="skip (and log) the rest of a corrupt or truncated file instead of failing",
     )
+    ignore_missing_files: bool = option(
+        "ignoreMissingFiles", parse_bool, default=False,
+        doc="skip (and log) a file listed for a batch but gone before the batch reads it, instead of failing",
+    )
     header: bool = option("header", parse_bool, default=False, doc="csv: the first line holds column names")
     multi_line: bool = option(
         "multiLine", parse_bool, default=False,
@@ -101,6 +110,49 @@ class FileSourceOptions(Options):
     escape: str = option("escape", default="\\", checks=[single_char], doc="csv escape character")
     encoding: str = option("encoding", default="UTF-8", doc="csv/json/text character set")
     null_value: str = option("nullValue", default="", doc="csv: the text of a null value")
+    comment: str | None = option(
+        "comment", default=None, checks=[single_char], doc="csv: skip lines starting with this character",
+    )
+    ignore_leading_white_space: bool = option(
+        "ignoreLeadingWhiteSpace", parse_bool, default=False,
+        doc="csv: drop whitespace before each value (a quote after it then starts a quoted value)",
+    )
+    ignore_trailing_white_space: bool = option(
+        "ignoreTrailingWhiteSpace", parse_bool, default=False, doc="csv: drop whitespace after each value",
+    )
+    empty_value: str | None = option(
+        "emptyValue", default=None, doc="csv: what a quoted empty value (\"\") reads as (default: an empty string)",
+    )
+    nan_value: str = option("nanValue", default="NaN", doc="csv: the text of a NaN float or double")
+    positive_inf: str = option("positiveInf", default="Inf", doc="csv: the text of a float or double +infinity")
+    negative_inf: str = option("negativeInf", default="-Inf", doc="csv: the text of a float or double -infinity")
+    line_sep: str | None = option(
+        "lineSep", default=None, checks=[_not_empty],
+        doc="csv/json/text: the record separator (csv: 1 or 2 characters; default: \\n or \\r\\n)",
+    )
+    allow_single_quotes: bool = option(
+        "allowSingleQuotes", parse_bool, default=True, doc="json: strings and field names may be in single quotes",
+    )
+    allow_comments: bool = option(
+        "allowComments", parse_bool, default=False, doc="json: Java/C++ comments (/* */, //) are ignored",
+    )
+    allow_unquoted_field_names: bool = option(
+        "allowUnquotedFieldNames", parse_bool, default=False, doc="json: field names may be unquoted identifiers",
+    )
+    allow_numeric_leading_zeros: bool = option(
+        "allowNumericLeadingZeros", parse_bool, default=False, doc="json: numbers may have leading zeros (007)",
+    )
+    primitives_as_string: bool = option(
+        "primitivesAsString", parse_bool, default=False, doc="json inference: every number and boolean as string",
+    )
+    prefers_decimal: bool = option(
+        "prefersDecimal", parse_bool, default=False,
+        doc="json inference: numbers with a fraction or exponent as decimal (double if they do not fit)",
+    )
+    drop_field_if_all_null: bool = option(
+        "dropFieldIfAllNull", parse_bool, default=False,
+        doc="json inference: drop columns only ever null, [] or {} (else they are string)",
+    )
     date_format: str | None = option(
         "dateFormat", _date_time_pattern, default=None,
         doc="csv/json: Java pattern of date values, e.g. dd/MM/yyyy (default: ISO yyyy-MM-dd)",
@@ -140,6 +192,18 @@ class FileSourceOptions(Options):
                             ("timestampNTZFormat", self.timestamp_ntz_format)):
             if value is not None and self.file_format not in ("csv", "json"):
                 raise self.error(name, f"applies to csv and json, not {self.file_format}")
+        for field in dataclasses.fields(self):  # a format's option set for another is a mistake
+            formats = _FORMATS_OF.get(field.name)
+            if formats and self.file_format not in formats and getattr(self, field.name) != field.default:
+                name = field.metadata["option"].name
+                raise self.error(name, f"applies to {', '.join(formats)}, not {self.file_format}")
+        if self.line_sep is not None and self.file_format == "csv" and len(self.line_sep) > 2:
+            raise self.error("lineSep", "csv takes a separator of 1 or 2 characters (as Spark)")
+        if self.line_sep is not None and self.multi_line:
+            raise self.error("lineSep", "does not apply with multiLine (a file is one record or document)")
+        if self.comment is not None and self.multi_line:
+            # a quoted value's line starting with it would be taken for a comment: data lost silently
+            raise self.error("comment", "is not supported with multiLine")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
         try:
@@ -154,7 +218,20 @@ class FileSourceOptions(Options):
     @property
     def splittable_text(self) -> bool:
         """Line-oriented formats whose uncompressed files can be cut into byte ranges."""
-        return self.file_format in ("text", "csv", "json") and not self.multi_line
+        # a custom lineSep is not looked for at a range's edges: such files are read whole
+        return self.file_format in ("text", "csv", "json") and not self.multi_line and self.line_sep is None
+
+
+_JSON_ONLY = ("json",)
+# The options that apply to some formats only (and the formats).
+_FORMATS_OF = {
+    "comment": ("csv",), "empty_value": ("csv",), "ignore_leading_white_space": ("csv",),
+    "ignore_trailing_white_space": ("csv",), "nan_value": ("csv",), "positive_inf": ("csv",),
+    "negative_inf": ("csv",), "line_sep": ("csv", "json", "text"),
+    "allow_single_quotes": _JSON_ONLY, "allow_comments": _JSON_ONLY, "allow_unquoted_field_names": _JSON_ONLY,
+    "allow_numeric_leading_zeros": _JSON_ONLY, "primitives_as_string": _JSON_ONLY, "prefers_decimal": _JSON_ONLY,
+    "drop_field_if_all_null": _JSON_ONLY,
+}  # fmt: skip
 
 
 def parse_paths(raw: dict[str, str]) -> list[str]:

@@ -235,11 +235,12 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         try:
             yield from read_partition(self.spec, partition)
-        except FileNotFoundError as exc:
-            # Spark's FileNotFoundException, said plainly: the batch holds it, it cannot be skipped.
+        except FileNotFoundError as exc:  # (with ignoreMissingFiles the split reader skipped it)
+            # Spark's FileNotFoundException, said plainly: the batch holds it.
             raise FileNotFoundError(
                 f"{FORMAT}: {exc.filename or exc} was listed for this batch but is gone before the batch read it: "
-                "files must stay in place until the batch that reads them has committed (cleanSource does that)"
+                "files must stay in place until the batch that reads them has committed (cleanSource does that), "
+                "or set ignoreMissingFiles=true to skip such files"
             ) from exc
 
 
@@ -410,10 +411,11 @@ class DirectoryMonitor:
             files = [f for p, f in self.lister.files.items() if digest(p) in wanted]
         files.sort(key=lambda f: (f.mtime_ms, f.path))
         if len(files) != len(wanted):
-            raise FileNotFoundError(
-                f"{FORMAT}: {len(wanted) - len(files)} of the {len(wanted)} files of the batch being "
-                "replayed after a restart are gone; they were deleted or moved outside the source"
-            )
+            message = (f"{FORMAT}: {len(wanted) - len(files)} of the {len(wanted)} files of the batch being "
+                       "replayed after a restart are gone; they were deleted or moved outside the source")
+            if not self.config.ignore_missing_files:
+                raise FileNotFoundError(message + " (set ignoreMissingFiles=true to skip them)")
+            log.warning("%s; replaying the batch without them (ignoreMissingFiles)", message)
         self._batches[end["seen"]] = files
         return files
 

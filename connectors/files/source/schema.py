@@ -10,8 +10,10 @@ restarts. Inferred schemas are marked in their first field's metadata so the str
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
+from decimal import Decimal
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -39,7 +41,16 @@ from connectors.core.options import OptionError
 from connectors.files import FORMAT
 from connectors.files.source import partitions
 from connectors.files.source.compression import codec_of, decompressing
-from connectors.files.source.formats import ReadSpec, document_records
+from connectors.files.source.formats import (
+    CsvParser,
+    JsonSyntax,
+    ReadSpec,
+    document_records,
+    header_lines,
+    separated,
+    strict_json,
+    white_space_trimmer,
+)
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.options import FileSourceOptions
 
@@ -59,10 +70,19 @@ def _sample(file: FileStatus, config: FileSourceOptions) -> bytes:
     fs, path = filesystem(file.path, config.storage_options)
     with fs.open(path, "rb") as raw:
         data = decompressing(raw, codec_of(file.path)).read(-1 if config.multi_line else SAMPLE_BYTES)
-    if len(data) == SAMPLE_BYTES and b"\n" in data and not config.multi_line:
-        data = data[: data.rfind(b"\n") + 1]
+    separator = (config.line_sep or "\n").encode(config.encoding)
+    if len(data) == SAMPLE_BYTES and separator in data and not config.multi_line:
+        data = data[: data.rfind(separator) + len(separator)]
+    if config.line_sep is not None and config.file_format != "text":
+        data, _ = separated(data, separator, config.file_format, config.encoding)
+    if config.comment is not None:
+        data = CsvParser.uncommented(data, config.comment, config.encoding)
+    trim = white_space_trimmer(config.separator, config.quote, config.escape, config.ignore_leading_white_space,
+                               config.ignore_trailing_white_space)
+    if trim is not None:
+        data = trim(data)
     if config.multi_line and config.file_format == "json":  # the records of the document, one per line
-        records = document_records(data.decode(config.encoding, errors="replace"))
+        records = document_records(data.decode(config.encoding, errors="replace"), json_syntax(config))
         if records is None:
             raise OptionError(FORMAT, "path", file.path, "cannot infer a schema: not a JSON document (multiLine)")
         data = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
@@ -115,24 +135,34 @@ class SchemaInference:
         """Spark's JSON inference (``JsonInferSchema``) over the sample: fields sorted by name, strings
         stay strings (dates and times too), integers are bigint or, past it, decimal(n,0); a record
         that is not a JSON object adds the corrupt-record column in PERMISSIVE mode."""
+        config = self.config
         inferred: DataType = StructType([])
         corrupt = False
+        syntax = json_syntax(config)
+        # prefersDecimal: a number's digits say its decimal type
+        parse = functools.partial(json.loads, parse_float=Decimal) if config.prefers_decimal else json.loads
         for file in files:
-            for line in _sample(file, self.config).decode(self.config.encoding, errors="replace").splitlines():
+            for line in _sample(file, config).decode(config.encoding, errors="replace").splitlines():
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = parse(line)
                 except ValueError:
-                    record = None
+                    text = strict_json(line, syntax) if syntax.lenient else None
+                    if text == "":
+                        continue  # only comments
+                    try:
+                        record = None if text is None else parse(text)
+                    except ValueError:
+                        record = None
                 if not isinstance(record, dict):
                     if self.config.mode == "FAILFAST":
                         raise OptionError(FORMAT, "path", file.path,
                                           f"cannot infer a schema: a line is not a JSON object: {line[:200]!r}")
                     corrupt = True
                     continue
-                inferred = _wider_json(inferred, _json_type(record))
-        canonical = _canonical(inferred)
+                inferred = _wider_json(inferred, _json_type(record, config.primitives_as_string))
+        canonical = _canonical(inferred, config.drop_field_if_all_null)
         fields = list(canonical.fields) if isinstance(canonical, StructType) else []
         if corrupt and self.config.mode == "PERMISSIVE":
             name = self.config.column_name_of_corrupt_record
@@ -143,19 +173,23 @@ class SchemaInference:
 
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
         config = self.config
-        first_line = _sample(files[0], config).split(b"\n", 1)[0].decode(config.encoding, "replace")
+        sample = _sample(files[0], config)
+        first = header_lines(sample) - 1 if config.header else 0  # the header, or the first line
+        first_line = sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace")
         tokens = next(csv.reader([first_line.rstrip("\r")], delimiter=config.separator, quotechar=config.quote), [])
         names = [token or f"_c{i}" for i, token in enumerate(tokens)] if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
             return pa.schema([(name, pa.string()) for name in names])
         schemas = []
         for file in files:
+            data = sample if file is files[0] else _sample(file, config)
             table = pacsv.read_csv(
-                io.BytesIO(_sample(file, config)),
-                read_options=pacsv.ReadOptions(column_names=names, skip_rows=1 if config.header else 0, encoding=config.encoding),
+                io.BytesIO(data),
+                read_options=pacsv.ReadOptions(column_names=names, skip_rows=header_lines(data) if config.header else 0,
+                                               encoding=config.encoding),
                 parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote,
                                                  escape_char=config.escape != config.quote and config.escape,
-                                                 newlines_in_values=config.multi_line,
+                                                 newlines_in_values=config.multi_line or config.line_sep is not None,
                                                  invalid_row_handler=lambda row: "skip"),
                 convert_options=pacsv.ConvertOptions(null_values=[config.null_value]),
             )
@@ -179,10 +213,13 @@ class SchemaInference:
 _MAX_DIGITS = 38  # of a Spark decimal
 
 
-def _json_type(value: object) -> DataType:
-    """The Spark type of one JSON value, as Spark's JSON inference gives it."""
+def _json_type(value: object, primitives_as_string: bool = False) -> DataType:
+    """The Spark type of one JSON value, as Spark's JSON inference gives it (a number with a
+    fraction or an exponent is a Decimal with prefersDecimal)."""
     if value is None:
         return NullType()
+    if primitives_as_string and not isinstance(value, (list, dict)):
+        return StringType()
     if isinstance(value, bool):
         return BooleanType()
     if isinstance(value, int):
@@ -190,15 +227,23 @@ def _json_type(value: object) -> DataType:
             return LongType()
         digits = len(str(abs(value)))
         return DecimalType(digits, 0) if digits <= _MAX_DIGITS else DoubleType()
+    if isinstance(value, Decimal):
+        # Java's BigDecimal precision and scale; Spark fails on a negative scale (1e5): double here
+        _, digits, exponent = value.as_tuple()
+        precision, scale = len(digits), -int(exponent)
+        if 0 <= scale <= _MAX_DIGITS and precision <= _MAX_DIGITS:
+            return DecimalType(max(precision, scale), scale)
+        return DoubleType()
     if isinstance(value, float):
         return DoubleType()
     if isinstance(value, list):
         element: DataType = NullType()
         for item in value:
-            element = _wider_json(element, _json_type(item))
+            element = _wider_json(element, _json_type(item, primitives_as_string))
         return ArrayType(element)
     if isinstance(value, dict):
-        return StructType(sorted((StructField(k, _json_type(v)) for k, v in value.items()), key=lambda f: f.name))
+        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string)) for k, v in value.items()),
+                                 key=lambda f: f.name))
     return StringType()
 
 
@@ -226,20 +271,27 @@ def _wider_json(left: DataType, right: DataType) -> DataType:
     return StringType()
 
 
-def _canonical(data_type: DataType) -> DataType | None:
-    """As Spark ends its inference: a type seen only as null is string; an empty struct goes away."""
+def _canonical(data_type: DataType, drop_all_null: bool = False) -> DataType | None:
+    """As Spark ends its inference: a type seen only as null is string (dropped, with
+    dropFieldIfAllNull, and so is an array of such); an empty struct goes away."""
     if isinstance(data_type, NullType):
-        return StringType()
+        return None if drop_all_null else StringType()
     if isinstance(data_type, ArrayType):
-        return ArrayType(_canonical(data_type.elementType) or StringType())
+        element = _canonical(data_type.elementType, drop_all_null)
+        return None if element is None and drop_all_null else ArrayType(element or StringType())
     if isinstance(data_type, StructType):
-        fields = [StructField(f.name, t) for f in data_type.fields if (t := _canonical(f.dataType)) is not None]
+        fields = [StructField(f.name, t) for f in data_type.fields if (t := _canonical(f.dataType, drop_all_null)) is not None]
         return StructType(fields) if fields else None
     return data_type
 
 
 def partition_bases(config: FileSourceOptions, paths: Sequence[str]) -> tuple[str, ...]:
     return partitions.bases(paths, config.base_path, config.storage_options)
+
+
+def json_syntax(config: FileSourceOptions) -> JsonSyntax:
+    return JsonSyntax(config.allow_single_quotes, config.allow_comments, config.allow_unquoted_field_names,
+                      config.allow_numeric_leading_zeros)
 
 
 def is_inferred(schema: StructType) -> bool:
@@ -268,6 +320,10 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
         path_column=config.file_path_column, mtime_column=config.file_modification_time_column,
         ignore_corrupt_files=config.ignore_corrupt_files, header=config.header, separator=config.separator,
         quote=config.quote, escape=config.escape, encoding=config.encoding, null_value=config.null_value,
+        ignore_missing_files=config.ignore_missing_files, comment=config.comment, empty_value=config.empty_value,
+        trim_leading=config.ignore_leading_white_space, trim_trailing=config.ignore_trailing_white_space,
+        nan_value=config.nan_value, positive_inf=config.positive_inf, negative_inf=config.negative_inf,
+        line_sep=config.line_sep, json_syntax=json_syntax(config),
         date_format=config.date_format, timestamp_format=config.timestamp_format,
         timestamp_ntz_format=config.timestamp_ntz_format, multi_line=config.multi_line,
         storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
