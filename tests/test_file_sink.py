@@ -295,3 +295,70 @@ def test_batch_write_append_and_overwrite(spark, tmp_path):
         "bucketAssigner", "basePath"
     ).mode("overwrite").save(out)
     assert sorted(r.id for r in spark.read.schema("id long").csv(out).collect()) == list(range(7))
+
+
+SPARK_ROWS = """
+    select id, if(id = 2, null, concat('s', id)) as str, if(id = 1, '', 'x,y') as empty, cast(if(id = 0, null, id) as int) as n,
+           if(id = 1, null, 0.1d + 0.2d) as d, cast(id * 1.25 as decimal(20, 6)) as dec,
+           timestamp_micros(1767225600123456 + id * 46800000000) as ts, cast(timestamp_micros(-1 - id) as timestamp_ntz) as ntz,
+           date_add(date'1969-12-30', cast(id as int)) as day {nested}
+    from range(3)"""
+NESTED = (", named_struct('a', if(id = 0, null, id), 'b', 'q') as st, array(id, null) as arr, "
+          "map('k', if(id = 1, null, id)) as m, if(id = 1, null, named_struct('z', id)) as st2")
+
+
+def our_and_sparks_file(spark, tmp_path, df, fmt: str, options: dict) -> tuple[bytes, bytes]:
+    """The one file each writer makes of ``df`` (one partition) with the same options, session zone UTC."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")  # this sink writes UTC; Spark the session zone
+    try:
+        df.coalesce(1).write.format("connectors.files").options(fileFormat=fmt, bucketAssigner="basePath", **options)\
+            .mode("append").save(str(tmp_path / "ours"))  # fmt: skip
+        df.coalesce(1).write.format(fmt).options(**options).save(str(tmp_path / "spark"))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    (ours,), (sparks,) = visible_files(tmp_path / "ours"), list((tmp_path / "spark").glob("part-*"))
+    return ours.read_bytes(), sparks.read_bytes()
+
+
+@pytest.mark.parametrize("options", [
+    # Spark's default patterns, spelt out: this sink's defaults keep microseconds
+    {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSS]"},
+    {"ignoreNullFields": "false", "timestampFormat": "dd/MM/yyyy h:mm:ss.SSSSSS a xxx", "timestampNTZFormat":
+     "yyyy MMM d HH:mm:ss.SSSSSS", "dateFormat": "d MMMM yyyy", "lineSep": "\r\n"},
+])  # fmt: skip
+def test_json_writer_options_give_sparks_bytes(spark, tmp_path, options):
+    """ignoreNullFields (Spark's default true: null struct fields left out, nested ones too),
+    the three patterns and lineSep: the same bytes as Spark's json writer, read back by Spark's
+    json reader with the same options to the same rows."""
+    df = spark.sql(SPARK_ROWS.format(nested=NESTED))
+    ours, sparks = our_and_sparks_file(spark, tmp_path, df, "json", options)
+    assert ours == sparks
+    if "SSSSSS" in options["timestampFormat"]:  # microseconds kept: every value reads back
+        read = spark.read.schema(df.schema).options(**options).json(str(tmp_path / "ours"))
+        assert sorted(map(str, read.collect())) == sorted(map(str, df.collect()))
+
+
+def test_csv_writer_options_give_sparks_bytes_or_rows(spark, tmp_path):
+    """quoteAll quotes every field, as this sink quotes strings: the same bytes as Spark's csv
+    writer; without it strings are quoted here only, and Spark's reader reads back the same rows."""
+    df = spark.sql(SPARK_ROWS.format(nested=""))
+    options = {"quoteAll": "true", "nullValue": "NULL", "emptyValue": "E", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX",
+               "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSS]", "dateFormat": "dd.MM.yyyy"}  # fmt: skip
+    ours, sparks = our_and_sparks_file(spark, tmp_path / "quoted", df, "csv", options)
+    assert ours == sparks
+    options = {"nullValue": "NULL", "emptyValue": "EMPTY", "lineSep": ";", "encoding": "UTF-16LE", "header": "true",
+               "timestampFormat": "dd/MM/yyyy HH:mm:ss.SSSSSS XXX", "timestampNTZFormat": "yyyy-MM-dd HH:mm:ss.SSSSSS",
+               "dateFormat": "d MMM yyyy"}  # fmt: skip
+    ours, sparks = our_and_sparks_file(spark, tmp_path / "read", df, "csv", options)
+    # (Spark's reader cuts lines at lineSep before it parses quotes: no value may hold one)
+    assert ours.decode("utf-16-le").split(";")[:3] == ['"id","str","empty","n","d","dec","ts","ntz","day"',
+                                                      '0,"s0","x,y",NULL,"0.30000000000000004",0.000000,"01/01/2026 00:00:00.123456 Z"'
+                                                      ',"1969-12-31 23:59:59.999999","30 Dec 1969"', '1,"s1","EMPTY",1,NULL,1.250000'
+                                                      ',"01/01/2026 13:00:00.123456 Z","1969-12-31 23:59:59.999998","31 Dec 1969"']  # fmt: skip
+
+    def rows(writer: str) -> list[str]:
+        return sorted(map(str, spark.read.schema(df.schema).options(**options).csv(str(tmp_path / "read" / writer)).collect()))
+
+    assert rows("ours") == rows("spark")  # Spark reads the emptyValue back as it is, from either file
+    assert rows("ours") == sorted(map(str, df.replace("", "EMPTY", subset=["empty"]).collect()))

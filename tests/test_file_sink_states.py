@@ -372,7 +372,7 @@ def test_new_query_publishes_what_an_old_one_left_open(tmp_path, clock):
 def test_json_map_keys_are_json_strings(key_type, key, text):
     maps = pa.array([[(key, 1.5)], None, []], pa.map_(key_type, pa.float64()))
     lines = encode_rows(pa.record_batch([maps], names=["m"]), "json").decode().splitlines()
-    assert [json.loads(line) for line in lines] == [{"m": {text: 1.5}}, {"m": None}, {"m": {}}]
+    assert [json.loads(line) for line in lines] == [{"m": {text: 1.5}}, {}, {"m": {}}]  # a null left out, as Spark
 
 
 def test_floats_are_written_as_spark_writes_them():
@@ -407,7 +407,7 @@ def test_json_writes_a_variant_as_the_json_it_holds():
     kind = to_arrow_type(VariantType())
     values = pa.array([{"value": variant.value, "metadata": variant.metadata}, None], kind)
     batch = pa.RecordBatch.from_arrays([pa.array([1, 2]), values], schema=pa.schema([("id", pa.int64()), ("v", kind)]))
-    assert encode_rows(batch, "json").decode().splitlines() == [f'{{"id":1,"v":{variant.toJson()}}}', '{"id":2,"v":null}']
+    assert encode_rows(batch, "json").decode().splitlines() == [f'{{"id":1,"v":{variant.toJson()}}}', '{"id":2}']
 
 
 @pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
@@ -453,6 +453,23 @@ def test_date_time_pattern_and_directory_values():
         ({"fileFormat": "csv", "sep": ";", "escape": ";"}, "option 'escape' = ';': must not be the separator or a line"),
         ({"fileFormat": "json", "escape": '"'}, "option 'escape' = '\"': applies only to fileFormat csv, not json"),
         ({"fileFormat": "parquet", "autoCompaction": "true"}, "option 'autoCompaction' = True: fileFormat 'parquet' is a bulk format"),
+        ({"fileFormat": "csv", "ignoreNullFields": "false"}, "option 'ignoreNullFields' = False: applies only to fileFormat json"),
+        ({"fileFormat": "json", "quoteAll": "true"}, "option 'quoteAll' = True: applies only to fileFormat csv, not json"),
+        ({"fileFormat": "json", "nullValue": "N"}, "option 'nullValue' = 'N': applies only to fileFormat csv, not json"),
+        ({"lineSep": "|"}, "option 'lineSep' = '|': applies only to fileFormat csv or json, not text"),
+        ({"fileFormat": "parquet", "timestampFormat": "yyyy"}, "option 'timestampFormat' = 'yyyy': applies only to fileFormat csv or json"),
+        ({"fileFormat": "csv", "lineSep": "\r\n"}, "option 'lineSep' = '\\r\\n': csv takes a single character"),
+        ({"fileFormat": "csv", "lineSep": ","}, "option 'lineSep' = ',': must not be the separator"),
+        ({"fileFormat": "csv", "nullValue": "a,b"}, "option 'nullValue' = 'a,b': must not hold the separator"),
+        ({"fileFormat": "csv", "nullValue": 'N"'}, "must not hold the separator, the escape, a quote or a line break"),
+        ({"fileFormat": "json", "timestampFormat": "yyyy-MM-dd QQ"}, "option 'timestampFormat' = 'yyyy-MM-dd QQ': unsupported pattern letter 'Q'"),
+        ({"fileFormat": "csv", "dateFormat": "yyyy-MM-dd HH"}, "option 'dateFormat' = 'yyyy-MM-dd HH': pattern letter 'H' is a time field"),
+        ({"fileFormat": "json", "timestampNTZFormat": "HH:mm XXX"}, "option 'timestampNTZFormat' = 'HH:mm XXX': pattern letter 'X' is an offset"),
+        ({"fileFormat": "json", "timestampFormat": "yyyy 'open"}, "option 'timestampFormat' = \"yyyy 'open\": unclosed quote"),
+        ({"fileFormat": "csv", "encoding": "UTF-16"}, "option 'encoding' = 'UTF-16': a charset with a byte order mark"),
+        ({"fileFormat": "json", "encoding": "klingon"}, "option 'encoding' = 'klingon': unknown charset"),
+        ({"fileFormat": "json", "emptyValue": "E"}, "option 'emptyValue' = 'E': applies only to fileFormat csv, not json"),
+        ({"fileFormat": "csv", "emptyValue": "", "nullValue": "N"}, "option 'emptyValue' = '': an empty emptyValue needs nullValue empty"),
     ],
 )
 def test_bad_options(tmp_path, options, message):
@@ -507,3 +524,106 @@ def test_the_driver_lock_lives_in_a_private_directory(tmp_path, monkeypatch):
     with driver_lock(str(tmp_path / "base")):
         locks = list((tmp_path / "runtime").rglob("*.lock"))
     assert len(locks) == 1 and stat.S_IMODE(locks[0].parent.stat().st_mode) == 0o700
+
+
+def row_options(**options):
+    return FileSinkOptions.from_options({"path": "/unused", **options}).row_options
+
+
+def spark_frame() -> pa.RecordBatch:
+    """The rows tests/test_file_sink.py writes with Spark's writer too, as PySpark hands them over."""
+    stamps = [1767225600123456 + hours * 3600 * 10**6 for hours in (0, 13, 26)]
+    return pa.record_batch({
+        "id": pa.array([0, 1, 2]), "str": pa.array(["s0", "s1", None]), "empty": pa.array(["x,y", "", "x,y"]),
+        "n": pa.array([None, 1, 2], pa.int32()), "d": pa.array([1.5, None, 1.5]),
+        "ts": pa.array(stamps, pa.timestamp("us", "UTC")), "ntz": pa.array([1767225600000000] * 3, pa.timestamp("us")),
+        "day": pa.array([datetime.date(2024, 3, 5)] * 3),
+    })  # fmt: skip
+
+
+SPARK_TIMES = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSS]"}
+
+
+def test_json_ignore_null_fields_as_spark_writes_them():
+    """Spark's default leaves null struct fields out, nested ones too; array items and map values
+    stay null. The expected lines are what Spark 4's json writer wrote for these rows."""
+    st = pa.array([{"a": None, "b": "q"}, {"a": 1, "b": "q"}, {"a": 2, "b": "q"}], pa.struct([("a", pa.int64()), ("b", pa.string())]))
+    batch = pa.record_batch({
+        "str": pa.array(["s0", "s1", None]), "st": st, "arr": pa.array([[1, None]] * 3),
+        "m": pa.array([[("k", None)]] * 3, pa.map_(pa.string(), pa.int32())), "st2": pa.array([{"z": 1}, None, {"z": 1}]),
+        "all": pa.array([None, None, {"z": None}], pa.struct([("z", pa.int64())])),
+    })  # fmt: skip
+    assert encode_rows(batch, "json", row_options(fileFormat="json")).decode().splitlines() == [
+        '{"str":"s0","st":{"b":"q"},"arr":[1,null],"m":{"k":null},"st2":{"z":1}}',
+        '{"str":"s1","st":{"a":1,"b":"q"},"arr":[1,null],"m":{"k":null}}',
+        '{"st":{"a":2,"b":"q"},"arr":[1,null],"m":{"k":null},"st2":{"z":1},"all":{}}',
+    ]
+    assert encode_rows(batch, "json", row_options(fileFormat="json", ignoreNullFields="false")).decode().splitlines()[1] == (
+        '{"str":"s1","st":{"a":1,"b":"q"},"arr":[1,null],"m":{"k":null},"st2":null,"all":null}')
+    only_nulls = pa.record_batch({"a": pa.array([None, 1]), "b": pa.array([None, None], pa.string())})
+    assert encode_rows(only_nulls, "json").decode().splitlines() == ["{}", '{"a":1}']
+
+
+def test_java_patterns_format_as_spark():
+    """Expected texts: Spark 4's csv writer with these patterns (session zone UTC)."""
+    batch = spark_frame()
+    options = row_options(fileFormat="json", timestampFormat="dd/MMM/yy h:m:s a SSSSSS x xx xxx X XX XXX Z 'lit''s'",
+                          timestampNTZFormat="yyyy MMMM d H S", dateFormat="d.M.yyyy EEE")  # fmt: skip
+    assert [json.loads(line) for line in encode_rows(batch.select(["ts", "ntz", "day"]), "json", options).decode().splitlines()] == [
+        {"ts": f"{day}/Jan/26 {hour}:0:0 {half} 123456 +00 +0000 +00:00 Z Z Z +0000 lit's", "ntz": "2026 January 1 0 0",
+         "day": "5.3.2024 Tue"} for day, hour, half in (("01", 12, "AM"), ("01", 1, "PM"), ("02", 2, "AM"))]  # fmt: skip
+    from connectors.files.datetime_patterns import DateTimeFormat
+
+    before_1970 = pa.array([-1, None, -86_400_000_001], pa.timestamp("us", "UTC"))
+    assert DateTimeFormat("yyyy-MM-dd HH:mm:ss.SSSSSSSSS [XXX]").format(before_1970).to_pylist() == [
+        "1969-12-31 23:59:59.999999000 Z", None, "1969-12-30 23:59:59.999999000 Z"]
+    assert DateTimeFormat("DDD '%Y' y", "date").format(pa.array([40], pa.date32())).to_pylist() == ["041 %Y 1970"]
+    # years of more or fewer than four digits, names, day of year, clock hours: Spark 4's texts
+    stamps = pa.array([1767272400000000, 253402300800000005, -62167219200000000, -62198841600000000],
+                      pa.timestamp("us", "UTC"))  # fmt: skip
+    assert DateTimeFormat("EEEE d MMMM yyyy DDD hh E").format(stamps).to_pylist() == [
+        "Thursday 1 January 2026 001 01 Thu", "Saturday 1 January +10000 001 12 Sat",
+        "Saturday 1 January 0000 001 12 Sat", "Thursday 31 December -0002 365 12 Thu"]  # fmt: skip
+    assert DateTimeFormat("yyyy-MM-dd'T'HH:mm:ss yy y").format(stamps).to_pylist() == [
+        "2026-01-01T13:00:00 26 2026", "+10000-01-01T00:00:00 00 10000", "0000-01-01T00:00:00 00 0",
+        "-0002-12-31T00:00:00 02 -2"]  # fmt: skip
+
+
+def test_csv_writer_options_as_spark_writes_them():
+    """Expected bytes: what Spark 4's csv writer wrote for the same rows and options (quoteAll
+    makes Spark quote every field, as this sink quotes strings, so the bytes are equal)."""
+    batch = spark_frame()
+    quoted = encode_rows(batch, "csv", row_options(fileFormat="csv", quoteAll="true", nullValue="NULL", **SPARK_TIMES))
+    assert quoted == (
+        b'"0","s0","x,y","NULL","1.5","2026-01-01T00:00:00.123Z","2026-01-01T00:00:00.000","2024-03-05"\n'
+        b'"1","s1","","1","NULL","2026-01-01T13:00:00.123Z","2026-01-01T00:00:00.000","2024-03-05"\n'
+        b'"2","NULL","x,y","2","1.5","2026-01-02T02:00:00.123Z","2026-01-01T00:00:00.000","2024-03-05"\n')
+    assert encode_rows(batch, "csv", row_options(fileFormat="csv", quoteAll="true", **SPARK_TIMES)).startswith(
+        b'"0","s0","x,y","","1.5"')  # a null as "" (Spark's default nullValue, quoted)
+    numbers = batch.select(["id", "n", "day"])
+    assert encode_rows(numbers, "csv", row_options(fileFormat="csv", nullValue="NULL", lineSep="|")) == (
+        b"0,NULL,2024-03-05|1,1,2024-03-05|2,2,2024-03-05|")  # Spark's bytes, byte for byte
+    empties = pa.record_batch({"id": pa.array([0, 1, 2]), "s": pa.array(["x", "", "x"]), "t": pa.array(["y", "y", None])})
+    assert encode_rows(empties, "csv", row_options(fileFormat="csv", quoteAll="true", emptyValue="E")) == (
+        b'"0","x","y"\n"1","E","y"\n"2","x",""\n')  # Spark's bytes
+    assert encode_rows(empties, "csv", row_options(fileFormat="csv", emptyValue="")) == (
+        b'0,"x","y"\n1,,"y"\n2,"x",\n')  # Spark: 0,x,y 1,,y 2,x, (an empty field, read back as null)
+    assert encode_rows(empties, "csv", row_options(fileFormat="csv", emptyValue="", quoteAll="true")) == (
+        b'"0","x","y"\n"1","","y"\n"2","x",""\n')  # Spark's bytes
+    # a line separator that numbers hold: they are quoted, so the file reads back
+    assert encode_rows(numbers.slice(0, 1), "csv", row_options(fileFormat="csv", lineSep="0")) == b'"0",,"2024-03-05"0'
+
+
+def test_json_line_separator_and_encoding_as_spark_writes_them():
+    batch = pa.record_batch({"id": pa.array([0, 1]), "str": pa.array(["é", None])})
+    assert encode_rows(batch, "json", row_options(fileFormat="json", lineSep="||\r\n")) == (
+        '{"id":0,"str":"é"}||\r\n{"id":1}||\r\n'.encode())
+    assert encode_rows(batch.select(["str"]), "json", row_options(fileFormat="json", encoding="UTF-16BE")) == (
+        '{"str":"é"}\n{}\n'.encode("utf-16-be"))  # no byte order mark, as Spark's UTF-16BE
+    assert encode_rows(batch.select(["str"]), "csv", row_options(fileFormat="csv", encoding="US-ASCII")) == b'"?"\n\n'
+
+
+def test_csv_header_in_the_files_encoding_and_line_separator(tmp_path):
+    header = SinkPlan(FileSinkOptions.from_options({"path": str(tmp_path), "fileFormat": "csv", "header": "true",
+                                                    "encoding": "UTF-16LE", "lineSep": "\r"}), ("a", "é")).header  # fmt: skip
+    assert header == '"a","é"\r'.encode("utf-16-le")

@@ -245,3 +245,168 @@ def _days_from_civil(year, month, day) -> pa.Array:
         pc.subtract(day_of_year, pc.divide(year_of_era, 100)),
     )
     return pc.subtract(pc.add(pc.multiply(era, 146_097), day_of_era), 719_468 + 146_097)
+
+
+# Formatting (the file sink's timestampFormat, timestampNTZFormat and dateFormat). Padded numbers
+# are cut from Arrow's text of the whole second, "yyyy-MM-dd HH:mm:ss" (a cast: pc.strftime took
+# 0.5 s per directive per million values): letters -> (field, width, position in that text).
+_PADDED = {"yyyy": ("year", 4, 0), "yy": ("year2", 2, 2), "MM": ("month", 2, 5), "dd": ("day", 2, 8),
+           "HH": ("hour", 2, 11), "mm": ("minute", 2, 14), "ss": ("second", 2, 17)}  # fmt: skip
+# Numbers not in that text: letters -> (field, width; 0 unpadded).
+_NUMBERS = {"y": ("year", 0), "M": ("month", 0), "d": ("day", 0), "H": ("hour", 0), "m": ("minute", 0),
+            "s": ("second", 0), "h": ("clock_hour", 0), "hh": ("clock_hour", 2), "DDD": ("day_of_year", 3)}  # fmt: skip
+_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")  # Arrow's day_of_week order
+# Names, in English as Spark's default locale: letters -> (field, names).
+_NAMES = {"MMM": ("month", tuple(m[:3].title() for m in _MONTHS)), "MMMM": ("month", tuple(m.title() for m in _MONTHS)),
+          **{"E" * n: ("day_of_week", tuple(d[:3] for d in _DAYS)) for n in (1, 2, 3)},
+          "EEEE": ("day_of_week", _DAYS), "a": ("am_pm", ("AM", "PM"))}  # fmt: skip
+# Offsets: always UTC's, since the sink writes instants in UTC (X prints Z for a zero offset).
+_UTC_OFFSETS = {"X": "Z", "XX": "Z", "XXX": "Z", "x": "+00", "xx": "+0000", "xxx": "+00:00",
+                "Z": "+0000", "ZZ": "+0000", "ZZZ": "+0000"}  # fmt: skip
+_TIME_LETTERS = set("HhamsSXxZ")
+FORMAT_SUPPORTED = ("y, yy, yyyy, M, MM, MMM, MMMM, d, dd, DDD, E to EEEE, H, HH, h, hh, a, m, mm, s, ss, "
+                    "S to SSSSSSSSS, X, XX, XXX, x, xx, xxx, Z to ZZZ, [optional] or 'quoted text'")  # fmt: skip
+_ISO_TEXT = "yyyy-MM-dd HH:mm:ss"
+TEXT = pa.large_string()
+# Years Arrow writes with four digits, as seconds since 1970: 0001-01-01 up to 9999-12-31.
+_FOUR_DIGIT_YEARS = (-62_135_596_800, 253_402_300_800)
+
+
+class DateTimeFormat:
+    """A Java date-time pattern that formats Arrow timestamps or dates as Spark's csv and json
+    writers do with ``timestampFormat`` / ``timestampNTZFormat`` / ``dateFormat``, in UTC.
+
+    ``kind`` is ``timestamp``, ``timestamp_ntz`` or ``date``; letters the value has no field for
+    (an offset for timestamp_ntz, a time for a date) are refused here, where Spark fails in the
+    task. Vectorised with Arrow kernels: runs of padded numbers and the literal text between them
+    that Arrow's own text of the second holds are one slice of it (Spark's default pattern is two
+    slices, the fraction and the offset)."""
+
+    def __init__(self, pattern: str, kind: str = "timestamp"):
+        if not pattern:
+            raise ValueError("expected a pattern such as yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+        self.pattern, self.kind = pattern, kind
+        # ("text", literal) | ("iso", (start, end)) | ("number", (field, width)) | ("name", (field, names))
+        # | ("fraction", digits)
+        self.parts: list[tuple[str, object]] = []
+        for token_kind, text in tokens(pattern):
+            if token_kind == "text" and text in "[]":  # optional sections: every field is there to print
+                continue
+            if token_kind == "text" and text in "{}#":  # reserved by Java
+                raise ValueError(f"unsupported pattern character {text!r}; quote it, or use {FORMAT_SUPPORTED}")
+            if token_kind != "letters":
+                self._add("text", text)
+                continue
+            if kind == "date" and text[0] in _TIME_LETTERS:
+                raise ValueError(f"pattern letter {text[0]!r} is a time field, which a date does not have")
+            if kind == "timestamp_ntz" and text in _UTC_OFFSETS:
+                raise ValueError(f"pattern letter {text[0]!r} is an offset, which timestamp_ntz does not have")
+            if text in _PADDED:
+                position = _PADDED[text][2]
+                self._add("iso", (position, position + _PADDED[text][1]))
+            elif text in _NUMBERS:
+                self.parts.append(("number", _NUMBERS[text]))
+            elif text in _NAMES:
+                self.parts.append(("name", _NAMES[text]))
+            elif text in _UTC_OFFSETS:
+                self._add("text", _UTC_OFFSETS[text])
+            elif set(text) == {"S"} and len(text) <= 9:
+                self.parts.append(("fraction", len(text)))
+            else:
+                raise _unsupported(text, FORMAT_SUPPORTED)
+        self._merge_slices()
+
+    def _add(self, part: str, value) -> None:
+        if part == "text" and self.parts and self.parts[-1][0] == "text":
+            self.parts[-1] = ("text", self.parts[-1][1] + value)
+        else:
+            self.parts.append((part, value))
+
+    def _merge_slices(self) -> None:
+        """A slice, the text Arrow's text holds next and the slice after it: one slice."""
+        merged: list[tuple[str, object]] = []
+        for part in self.parts:
+            if part[0] == "iso" and len(merged) >= 2 and merged[-2][0] == "iso" and merged[-1][0] == "text":
+                (start, end), (next_start, next_end) = merged[-2][1], part[1]
+                if _ISO_TEXT[end:next_start] == merged[-1][1]:
+                    merged[-2:] = [("iso", (start, next_end))]
+                    continue
+            merged.append(part)
+        self.parts = merged
+
+    @staticmethod
+    @functools.lru_cache(maxsize=64)
+    def of(pattern: str, kind: str = "timestamp") -> DateTimeFormat:
+        return DateTimeFormat(pattern, kind)
+
+    def format(self, array: pa.Array) -> pa.Array:
+        """The values of ``array`` (a timestamp, its instants as UTC, or a date) as large strings;
+        null stays null."""
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        if pa.types.is_date(array.type):
+            micros = pc.multiply(array.cast(pa.date32()).cast(pa.int32()).cast(pa.int64()), _DAY_MICROS)
+        else:
+            micros = array.cast(pa.timestamp(array.type.unit)).cast(pa.timestamp("us")).cast(pa.int64())
+        seconds = pc.floor_temporal(micros.cast(pa.timestamp("us")), unit="second")  # a fraction is never negative
+        whole = seconds.cast(pa.timestamp("s"))
+        low, high = (value.as_py() for value in pc.min_max(whole.cast(pa.int64())).values())
+        four_digits = low is None or (low >= _FOUR_DIGIT_YEARS[0] and high < _FOUR_DIGIT_YEARS[1])
+        iso = whole.cast(TEXT) if four_digits and any(p == "iso" for p, _ in self.parts) else None
+        texts: list[pa.Array | str] = []
+        for part, value in self.parts:
+            if part == "text":
+                texts.append(value)
+            elif part == "iso" and iso is not None:
+                texts.append(pc.utf8_slice_codeunits(iso, *value))
+            elif part == "iso":  # a year of more or fewer than four digits: field by field
+                texts += [piece if isinstance(piece, str) else _number(whole, *piece) for piece in _iso_pieces(*value)]
+            elif part == "number":
+                texts.append(_number(whole, *value))
+            elif part == "name":
+                field, names = value
+                index = pc.if_else(pc.less(pc.hour(whole), 12), 0, 1) if field == "am_pm" else getattr(pc, field)(whole)
+                texts.append(pc.take(pa.array(names, TEXT), pc.subtract(index, 1) if field == "month" else index))
+            else:  # S..: the fraction's first digits (truncated, as Java), zero-padded past microseconds
+                fraction = pc.subtract(micros, seconds.cast(pa.int64())).cast(TEXT)
+                digits = pc.utf8_slice_codeunits(pc.utf8_lpad(fraction, 6, "0"), 0, value)
+                texts.append(pc.utf8_rpad(digits, value, "0") if value > 6 else digits)
+        arrays = [t for t in texts if not isinstance(t, str)]
+        if not arrays:  # only literal text
+            return pc.if_else(array.is_valid(), pa.scalar("".join(texts), TEXT), pa.scalar(None, TEXT))
+        return pc.binary_join_element_wise(*[pa.scalar(t, TEXT) if isinstance(t, str) else t.cast(TEXT) for t in texts],
+                                           pa.scalar("", TEXT))  # fmt: skip
+
+
+def _iso_pieces(start: int, end: int) -> list[str | tuple[str, int]]:
+    """``_ISO_TEXT[start:end]`` as its numbers, (field, width), and the literal text between them."""
+    at = {position: (field, width) for field, width, position in _PADDED.values()}
+    pieces: list[str | tuple[str, int]] = []
+    position = start
+    while position < end:
+        if position in at and position + at[position][1] <= end:
+            pieces.append(at[position])
+            position += at[position][1]
+        else:
+            pieces.append(_ISO_TEXT[position])
+            position += 1
+    return pieces
+
+
+def _number(whole: pa.Array, field: str, width: int) -> pa.Array:
+    """A field of timestamps (whole seconds) as decimal text, zero-padded to ``width``."""
+    if field == "clock_hour":  # h: 12, 1, ..., 11
+        hour = pc.modulo(pc.hour(whole), 12)
+        number = pc.if_else(pc.equal(hour, 0), 12, hour)
+    elif field == "year2":
+        number = pc.modulo(pc.abs(pc.year(whole)), 100)  # -0002 -> 02, as Java
+    else:
+        number = getattr(pc, field)(whole)
+    text = number.cast(TEXT)
+    if not width:
+        return text
+    if field == "year":  # outside 0000-9999 with a sign, as Java's yyyy: -0002, +10000
+        padded = pc.utf8_lpad(pc.abs(number).cast(TEXT), width, "0")
+        sign = pc.if_else(pc.less(number, 0), "-", pc.if_else(pc.greater(number, 9999), "+", ""))
+        return pc.binary_join_element_wise(sign.cast(TEXT), padded, pa.scalar("", TEXT))
+    return pc.utf8_lpad(text, width, "0")

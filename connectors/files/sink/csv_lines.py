@@ -6,9 +6,10 @@ a quote or a backslash is first escaped here (``\\`` -> ``\\\\``, ``"`` -> ``\\"
 quotes Arrow then doubles behind an escape are single again in the output: ``a"b`` is written
 ``"a\\"b"``, which Spark's reader and ours read back. The output holds ``\\""`` nowhere else: every
 quote of a value follows an escape, and a closing quote is followed by the separator or the end
-of the line. A null is an empty field, an empty string ``""``. Doubles and floats are written
+of the line. A null is an empty field (``nullValue``), an empty string ``""``. Doubles and floats are written
 as Spark writes them (see ``connectors.core.texts.float_texts``), quoted; numbers, dates and timestamps are
-quoted too where the separator could be inside them (``sep='-'``).
+quoted too where the separator or the line separator could be inside them (``sep='-'``). With
+``quoteAll`` every field is quoted, nulls too (their ``nullValue``), as Spark's writer quotes them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ _IN_NUMBERS_AND_TIMES = "-+.: "  # with letters and digits, what numbers, dates 
 
 @dataclasses.dataclass(frozen=True)
 class CsvDialect:
-    """Spark's csv writer options ``sep`` and ``escape``, with its defaults."""
+    """Spark's csv writer options ``sep``, ``escape``, ``nullValue``, ``quoteAll``, ``lineSep`` and
+    ``emptyValue``, with its defaults."""
 
     sep: str = ","
     escape: str = "\\"
+    null_value: str = ""
+    quote_all: bool = False
+    line_sep: str = "\n"
+    empty_value: str | None = None  # None: Spark's default, an empty string written as ""
 
 
 def header_line(columns: list[str], dialect: CsvDialect) -> bytes:
@@ -49,26 +55,42 @@ def _write(table: pa.Table, dialect: CsvDialect, header: bool) -> bytes:
     if header and escape != _QUOTE and any(_QUOTE in name or escape in name for name in names):
         names, escaped = [_escaped_text(name, escape) for name in names], True
     columns = []
+    in_numbers = any(c.isalnum() or c in _IN_NUMBERS_AND_TIMES for c in (dialect.sep, dialect.line_sep))
     for column in table.columns:
         kind = column.type
         if pa.types.is_floating(kind):
             column = float_texts(column.combine_chunks())
         elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            if dialect.empty_value is not None and pc.any(pc.equal(column, "")).as_py():
+                column = _empty_replaced(column, dialect)
             if escape != _QUOTE and (pc.any(pc.match_substring(column, _QUOTE)).as_py()
                                      or pc.any(pc.match_substring(column, escape)).as_py()):  # fmt: skip
                 column, escaped = _escaped(column, escape), True
-        elif dialect.sep.isalnum() or dialect.sep in _IN_NUMBERS_AND_TIMES:
+        elif in_numbers and not dialect.quote_all:
             column = pc.cast(column, TEXT)  # quoted, as every string
+        if dialect.quote_all and column.null_count:  # Arrow leaves nulls unquoted; Spark quotes its nullValue
+            column = pc.fill_null(pc.cast(column, TEXT), pa.scalar(dialect.null_value, TEXT))
         columns.append(column)
     out = io.BytesIO()
     # the whole batch as one chunk: Arrow's default of 1,024 rows took a fifth longer (docs/file-sink.md)
-    options = pacsv.WriteOptions(include_header=header, delimiter=dialect.sep, batch_size=max(table.num_rows, 1))
+    options = pacsv.WriteOptions(include_header=header, delimiter=dialect.sep, batch_size=max(table.num_rows, 1),
+                                 eol=dialect.line_sep, null_string=dialect.null_value,
+                                 quoting_style="all_valid" if dialect.quote_all else "needed")
     pacsv.write_csv(pa.table(columns, names=names), out, options)
     data = out.getvalue()
     if escaped:
         marker = escape.encode()
         data = data.replace(marker + b'""', marker + b'"')
     return data
+
+
+def _empty_replaced(column, dialect: CsvDialect):
+    """Empty strings as ``emptyValue``: quoted as every string; ``""`` as an empty field, which
+    Arrow writes only for a null (a nullValue other than "" is refused with it, unless quoteAll,
+    where Spark writes both quoted)."""
+    if dialect.empty_value == "" and not dialect.quote_all:
+        return pc.if_else(pc.equal(column, ""), pa.scalar(None, column.type), column)
+    return pc.if_else(pc.equal(column, ""), pa.scalar(dialect.empty_value, column.type), column)
 
 
 def _escaped(column, escape: str):

@@ -10,6 +10,8 @@ gzip), so compaction can leave it out of every part but the first.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import gzip
 import json
 from collections.abc import Iterator
@@ -32,9 +34,36 @@ from pyspark.sql.types import (
 
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
-from connectors.core.json_text import json_texts
-from connectors.core.texts import lines
+from connectors.core.json_text import JsonStyle, json_texts
+from connectors.core.texts import TEXT, lines
+from connectors.files.datetime_patterns import DateTimeFormat
 from connectors.files.sink.csv_lines import CsvDialect, csv_lines, header_line
+
+
+@dataclasses.dataclass(frozen=True)
+class RowOptions:
+    """How csv and json rows are written (Spark's writer options; None: this sink's default)."""
+
+    dialect: CsvDialect = CsvDialect()
+    ignore_null_fields: bool = True  # json, as Spark's default
+    timestamp_format: str | None = None  # Java patterns; None: ISO 8601 with microseconds
+    timestamp_ntz_format: str | None = None
+    date_format: str | None = None
+    line_sep: str = "\n"  # json (csv's is the dialect's)
+    encoding: str | None = None  # a Python codec name; None: UTF-8
+
+    @functools.cached_property
+    def json_style(self) -> JsonStyle:
+        return JsonStyle(self.ignore_null_fields, *self.formatters())
+
+    def formatters(self):
+        """Formatters of zoned timestamps, timestamp_ntz and dates (None where not set)."""
+        return tuple(None if pattern is None else DateTimeFormat.of(pattern, kind).format for pattern, kind in (
+            (self.timestamp_format, "timestamp"), (self.timestamp_ntz_format, "timestamp_ntz"),
+            (self.date_format, "date")))  # fmt: skip
+
+
+DEFAULT_ROWS = RowOptions()
 
 
 class PartEncoder(Protocol):
@@ -55,11 +84,11 @@ def _compressed(data: bytes, codec: str) -> bytes:
 class RowEncoder:
     """text / csv / json lines, optionally gzip: bytes are written as each batch arrives."""
 
-    def __init__(self, handle: BinaryIO, file_format: str, codec: str, dialect: CsvDialect):
-        self.handle, self.file_format, self.codec, self.dialect = handle, file_format, codec, dialect
+    def __init__(self, handle: BinaryIO, file_format: str, codec: str, rows: RowOptions):
+        self.handle, self.file_format, self.codec, self.rows = handle, file_format, codec, rows
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.dialect), self.codec))
+        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.rows), self.codec))
 
     def close(self) -> None:
         pass
@@ -100,25 +129,47 @@ class ParquetEncoder:
         self.writer.close()
 
 
-def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, dialect: CsvDialect) -> PartEncoder:
+def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, rows: RowOptions) -> PartEncoder:
     if file_format == "parquet":
         return ParquetEncoder(handle, schema, codec)
     if file_format == "avro":
         return AvroEncoder(handle, schema, codec)
-    return RowEncoder(handle, file_format, codec, dialect)
+    return RowEncoder(handle, file_format, codec, rows)
 
 
-def csv_header(columns: list[str], dialect: CsvDialect, codec: str) -> bytes:
+def csv_header(columns: list[str], rows: RowOptions, codec: str) -> bytes:
     """The bytes a csv part starts with: the column names as one line (one gzip member)."""
-    return _compressed(header_line(columns, dialect), codec)
+    return _compressed(_encoded(header_line(columns, rows.dialect), rows.encoding), codec)
 
 
-def encode_rows(batch: pa.RecordBatch, file_format: str, dialect: CsvDialect = CsvDialect()) -> bytes:
+def encode_rows(batch: pa.RecordBatch, file_format: str, rows: RowOptions = DEFAULT_ROWS) -> bytes:
     if file_format == "text":  # null as an empty line, as Spark's text sink writes it
         return lines(batch.column(0).fill_null(""))
     if file_format == "csv":
-        return csv_lines(batch, dialect)
-    return lines(json_texts(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))))
+        return _encoded(csv_lines(_times_formatted(batch, rows), rows.dialect), rows.encoding)
+    data = lines(json_texts(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema)), rows.json_style))
+    if rows.line_sep != "\n":  # JSON text escapes every line break inside values: each one ends a row
+        data = data.replace(b"\n", rows.line_sep.encode())
+    return _encoded(data, rows.encoding)
+
+
+def _times_formatted(batch: pa.RecordBatch, rows: RowOptions) -> pa.RecordBatch:
+    """csv: timestamp and date columns as the texts of their patterns, where patterns are set."""
+    timestamp, ntz, date = rows.formatters()
+    if timestamp is ntz is date is None:
+        return batch
+    columns = []
+    for column in batch.columns:
+        kind = column.type
+        formatter = (date if pa.types.is_date(kind) else (timestamp if kind.tz else ntz)
+                     if pa.types.is_timestamp(kind) else None)  # fmt: skip
+        columns.append(column if formatter is None else formatter(column).cast(TEXT))
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _encoded(data: bytes, encoding: str | None) -> bytes:
+    # unmappable characters as "?", as Java's encoder replaces them in Spark's writers
+    return data if encoding is None else data.decode("utf-8").encode(encoding, "replace")
 
 
 # the compression option -> the Avro codec name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 from datetime import timedelta
 from typing import Any, Protocol
@@ -19,9 +20,10 @@ from connectors.core.options import (
     single_char,
 )
 from connectors.files import FORMAT
-from connectors.files.datetime_patterns import strftime_pattern
+from connectors.files.datetime_patterns import DateTimeFormat, strftime_pattern
 from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone
 from connectors.files.sink.csv_lines import CsvDialect
+from connectors.files.sink.formats import RowOptions
 from connectors.files.sink.rolling import (
     DEFAULT_INTERVAL,
     DEFAULT_PART_SIZE,
@@ -37,6 +39,31 @@ AVRO_CODECS = ("none", "snappy", "deflate", "zstd")
 def _pattern(text: str) -> str:
     strftime_pattern(text)
     return text
+
+
+def _time_pattern(kind: str):
+    def parse(text: str) -> str:
+        DateTimeFormat.of(text, kind)  # unsupported letters fail here, at query start
+        return text
+
+    return parse
+
+
+def _encoding(text: str) -> str:
+    """A charset name as Python's codec name; one that writes a byte order mark is refused."""
+    try:
+        name = codecs.lookup(text.strip()).name
+    except LookupError:
+        raise ValueError("unknown charset") from None
+    if name in ("utf-16", "utf-32", "utf-8-sig"):
+        # Java writes one BOM at the start of a file; a part grows by appends, which would repeat it
+        raise ValueError("a charset with a byte order mark is not supported: name the byte order (UTF-16LE, UTF-16BE)")
+    return name
+
+
+def _not_empty(text: str) -> None:
+    if not text:
+        raise ValueError("must not be empty")
 
 
 def _no_separator(text: str) -> None:
@@ -66,6 +93,40 @@ class FileSinkOptions(Options):
     escape: str | None = option(
         "escape", default=None, checks=[single_char],
         doc='csv: escapes the quote (and itself) inside quotes (default \\, as Spark\'s; " for RFC 4180)',
+    )
+    null_value: str | None = option(
+        "nullValue", default=None,
+        doc="csv: the text of a null (default empty); written unquoted, so it must not need quotes",
+    )
+    empty_value: str | None = option(
+        "emptyValue", default=None,
+        doc='csv: the text of an empty string (default "", quoted); an empty emptyValue writes an empty field',
+    )
+    quote_all: bool | None = option(
+        "quoteAll", parse_bool, default=None, doc="csv: quote every field, nulls (their nullValue) too (default false)"
+    )
+    line_sep: str | None = option(
+        "lineSep", default=None, checks=[_not_empty],
+        doc="csv (one character) and json: the text ending each row (default \\n)",
+    )
+    encoding: str | None = option(
+        "encoding", _encoding, default=None,
+        doc="csv and json: the charset of the files (default UTF-8); unmappable characters become ?",
+    )
+    ignore_null_fields: bool | None = option(
+        "ignoreNullFields", parse_bool, default=None,
+        doc="json: leave struct fields that are null out of the objects (default true, as Spark's)",
+    )
+    timestamp_format: str | None = option(
+        "timestampFormat", _time_pattern("timestamp"), default=None,
+        doc="csv and json: Java pattern of timestamps, in UTC (default ISO 8601 with microseconds)",
+    )
+    timestamp_ntz_format: str | None = option(
+        "timestampNTZFormat", _time_pattern("timestamp_ntz"), default=None,
+        doc="csv and json: Java pattern of timestamp_ntz values (default ISO 8601 with microseconds)",
+    )
+    date_format: str | None = option(
+        "dateFormat", _time_pattern("date"), default=None, doc="csv and json: Java pattern of dates (default yyyy-MM-dd)"
     )
     auto_compaction: bool | None = option(
         "autoCompaction", parse_bool, default=None,
@@ -126,10 +187,32 @@ class FileSinkOptions(Options):
         if self.compression is not None and bulk and self.compression not in allowed:
             raise self.error("compression", f"{self.file_format} takes {', '.join(allowed)}")
         csv_options = (("header", self.header or None), ("sep", self.sep), ("delimiter", self.delimiter),
-                       ("escape", self.escape))  # fmt: skip
+                       ("escape", self.escape), ("nullValue", self.null_value), ("quoteAll", self.quote_all),
+                       ("emptyValue", self.empty_value))  # fmt: skip
         for name, value in csv_options:
             if value is not None and self.file_format != "csv":
                 raise self.error(name, f"applies only to fileFormat csv, not {self.file_format}")
+        row_options = (("lineSep", self.line_sep), ("encoding", self.encoding),
+                       ("timestampFormat", self.timestamp_format), ("timestampNTZFormat", self.timestamp_ntz_format),
+                       ("dateFormat", self.date_format))  # fmt: skip
+        for name, value in row_options:
+            if value is not None and self.file_format not in ("csv", "json"):
+                raise self.error(name, f"applies only to fileFormat csv or json, not {self.file_format}")
+        if self.ignore_null_fields is not None and self.file_format != "json":
+            raise self.error("ignoreNullFields", f"applies only to fileFormat json, not {self.file_format}")
+        if self.line_sep is not None and self.file_format == "csv":
+            if len(self.line_sep) != 1:
+                raise self.error("lineSep", "csv takes a single character, as Spark's")
+            if self.line_sep in (self.csv_dialect.sep, self.csv_dialect.escape, '"'):
+                raise self.error("lineSep", "must not be the separator, the escape or the quote")
+        if self.null_value:
+            dialect = self.csv_dialect
+            if any(c in self.null_value for c in (dialect.sep, dialect.escape, dialect.line_sep, '"', "\r", "\n")):
+                # Spark quotes such a nullValue; Arrow's writer cannot, and the file would not read back
+                raise self.error("nullValue", "must not hold the separator, the escape, a quote or a line break")
+        if self.empty_value == "" and self.null_value and not self.quote_all:
+            # both would be written as a null is: Arrow has one text for unquoted empty fields
+            raise self.error("emptyValue", "an empty emptyValue needs nullValue empty too (or quoteAll)")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
         if self.escape is not None and (self.escape == self.csv_dialect.sep or self.escape in "\r\n"):
@@ -149,7 +232,15 @@ class FileSinkOptions(Options):
 
     @property
     def csv_dialect(self) -> CsvDialect:
-        return CsvDialect(self.sep or self.delimiter or ",", self.escape or "\\")
+        return CsvDialect(self.sep or self.delimiter or ",", self.escape or "\\", self.null_value or "",
+                          bool(self.quote_all), self.line_sep or "\n", self.empty_value)  # fmt: skip
+
+    @property
+    def row_options(self) -> RowOptions:
+        """How csv and json rows are encoded."""
+        return RowOptions(self.csv_dialect, self.ignore_null_fields is not False, self.timestamp_format,
+                          self.timestamp_ntz_format, self.date_format, self.line_sep or "\n",
+                          None if self.encoding in (None, "utf-8") else self.encoding)  # fmt: skip
 
     @property
     def compacts(self) -> bool:

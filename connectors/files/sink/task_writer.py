@@ -77,7 +77,7 @@ class SinkPlan:
         c = self.config
         self.storage = Storage(c.path, c.storage_options)
         self.rules: RollingRules = c.rules
-        self.header = csv_header(list(self.columns), c.csv_dialect, c.codec) if c.header else b""
+        self.header = csv_header(list(self.columns), c.row_options, c.codec) if c.header else b""
         self.compaction = c.rules.part_size if c.compacts else 0
 
     @property
@@ -117,7 +117,7 @@ class _OpenPart:
     def write(self, rows: pa.RecordBatch, now: float) -> None:
         if self._encoder is None:
             c = self.plan.config
-            self._encoder = encoder(self.handle, c.file_format, c.codec, rows.schema, c.csv_dialect)
+            self._encoder = encoder(self.handle, c.file_format, c.codec, rows.schema, c.row_options)
         self._encoder.write(rows)
         self.written = now
 
