@@ -32,6 +32,7 @@ from connectors.core.options import (
     scrub,
 )
 from connectors.jdbc import FORMAT
+from connectors.jdbc.table import parse_table_name
 
 # libpq SSL parameters, accepted as options of the same name (or in the URL).
 SSL_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslpassword")
@@ -301,6 +302,13 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
         if self.sql is not None and (self.create_table_column_types or self.create_table_options):
             option = "createTableColumnTypes" if self.create_table_column_types else "createTableOptions"
             raise self.error(option, "only used with dbtable: a custom 'sql' statement creates no table")
+
+    def table_parts(self) -> tuple[str, ...]:
+        """``dbtable`` as (schema, table) or (table,); an error naming the option if it is no table name."""
+        try:
+            return parse_table_name(self.dbtable or "")
+        except ValueError as exc:
+            raise self.error("dbtable", str(exc)) from None
 
     @property
     def column_types(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ import uuid
 
 from connectors.jdbc import FORMAT
 from connectors.jdbc.options import JdbcSinkOptions, WriteMode
-from connectors.jdbc.table import check_columns, create_table, load_table, parse_table_name
+from connectors.jdbc.table import check_columns, create_table, load_table
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,7 @@ def stage(config: JdbcSinkOptions, schema, cursor) -> tuple[Overwrite, JdbcSinkO
     if config.sql is not None or config.mode is not WriteMode.APPEND:
         raise config.error("mode" if config.sql is None else "sql",
                            "save mode overwrite takes an appending write to a dbtable (not upsert, not sql)")
-    try:
-        parts = parse_table_name(config.dbtable or "")
-    except ValueError as exc:
-        raise config.error("dbtable", str(exc)) from None
+    parts = config.table_parts()
     existing = load_table(cursor, parts)
     if existing is not None:
         target = existing.qualified

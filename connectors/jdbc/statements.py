@@ -29,7 +29,6 @@ from connectors.jdbc.table import (
     column_base_types,
     load_table,
     match_columns,
-    parse_table_name,
 )
 from connectors.jdbc.types import binary_format, csv_copyable
 
@@ -430,10 +429,7 @@ def plan_statement(config: JdbcSinkOptions, schema: StructType, cursor) -> tuple
 def _load(config: JdbcSinkOptions, schema: StructType, cursor) -> PgTable:
     """The target table, created first if it is missing (committed at once, as Spark's jdbc writer
     creates it before it writes)."""
-    try:
-        parts = parse_table_name(config.dbtable or "")
-    except ValueError as exc:
-        raise config.error("dbtable", str(exc)) from None
+    parts = config.table_parts()
     table = load_table(cursor, parts)
     if table is not None:
         return table
