@@ -433,6 +433,30 @@ def test_a_failed_overwrite_leaves_the_old_rows(spark, postgres_dsn, pg, unique,
     assert staging_tables(pg, unique) == []
 
 
+@pytest.mark.crash
+def test_overwrite_killed_at_every_step_shows_old_or_new_rows(crash_harness, postgres_dsn, pg, unique):
+    """SIGKILL while the partitions go into the staging table, before the swap and after it: the
+    table holds exactly its old rows or exactly the new ones after every kill; the last run ends
+    with the new ones, and only the kills before the swap leave a staging table behind."""
+    end, old, new = 999, [(-i,) for i in range(5, 0, -1)], [(i,) for i in range(1000)]
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
+    pg.execute(f"INSERT INTO {unique} SELECT -g FROM generate_series(1, 5) g")
+    harness = crash_harness("jobs.jdbc:overwrite_postgres", url=postgres_dsn, table=unique, end=end)
+    seen = []
+
+    def old_or_new(point: str) -> None:
+        held = rows(pg, f"SELECT id FROM {unique} ORDER BY id")
+        seen.append((point, "old" if held == old else "new" if held == new else held))
+        assert held in (old, new), f"after the kill at {point} the table holds {len(held)} rows: {held[:5]}..."
+
+    report = harness.run_faults(["jdbc.task.after_commit:2", "jdbc.overwrite.staged:1", "jdbc.overwrite.swapped:1"],
+                                check=old_or_new)
+    assert report.kills == 3
+    assert [state for _, state in seen] == ["old", "old", "new"]
+    assert rows(pg, f"SELECT id FROM {unique} ORDER BY id") == new
+    assert len(staging_tables(pg, unique)) == 2  # documented: a kill before the swap leaves it
+
+
 def test_overwrite_refuses_what_it_cannot_replace(spark, postgres_dsn, pg, unique, tmp_path):
     pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
     with pytest.raises(AnalysisException, match="save mode overwrite takes an appending write to a dbtable"):

@@ -182,7 +182,9 @@ class JdbcBatchWriter(_JdbcWriter, DataSourceArrowWriter):
                 self.overwrite.abort(connection)  # type: ignore[union-attr]
                 raise JdbcWriteError(describe(exc, self.plan.target)) from None
 
+        fault_point("jdbc.overwrite.staged", self.plan.target)
         self._with_connection(replace)
+        fault_point("jdbc.overwrite.swapped", self.plan.target)
 
     def _with_connection(self, action) -> None:
         connection = borrow(self.plan.connection)

@@ -56,6 +56,10 @@ JDBC sink (``connectors/jdbc``)
     ``jdbc.task.after_commit``    the transaction committed; the task has not returned
     ``jdbc.commit.before``        every task returned; the driver-side ``commit()`` has not run
     ``jdbc.commit.after``         ``commit()`` (progress pruning) done; Spark's commit log not written
+    ``jdbc.overwrite.staged``     batch overwrite: every partition committed into the staging table,
+                                  the target not yet replaced
+    ``jdbc.overwrite.swapped``    batch overwrite: the target replaced (committed), the job's commit
+                                  not returned
 """
 
 from __future__ import annotations
@@ -88,6 +92,8 @@ POINTS = (
     "jdbc.task.after_commit",
     "jdbc.commit.before",
     "jdbc.commit.after",
+    "jdbc.overwrite.staged",
+    "jdbc.overwrite.swapped",
 )
 
 
