@@ -583,3 +583,25 @@ def test_sigkill_mid_batch_every_file_read_exactly_once(crash_harness, tmp_path)
     assert report.kills == 2
     ids = pq.read_table(out).column("id").to_pylist()
     assert len(ids) == 6000 and sorted(ids) == list(range(6000))
+
+
+@pytest.mark.crash
+def test_sigkill_a_glob_stream_of_files_with_one_time_reads_each_once(crash_harness, tmp_path):
+    """Files read through a glob, all stamped in the same millisecond (coarse clocks, S3's whole
+    seconds), no lateness allowed, a writer's hidden in-progress files beside them; killed twice
+    mid-batch and restarted from the checkpoint: every visible file is read once, hidden ones never."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+    for n in range(12):
+        land(source, f"{n:02d}.json", json_lines(range(n * 500, n * 500 + 500), f"{n}"))
+    for name in (".12.json.tmp", "_13.json"):
+        land(source, name, json_lines(range(90_000, 90_010), name))
+    stamp = 1_700_000_000_000_000_000
+    for path in source.iterdir():
+        os.utime(path, ns=(stamp, stamp))
+    harness = crash_harness("jobs.file_source:files_to_parquet", source=str(source / "*"), out=str(out),
+                            files_per_batch=3, options={"allowedLateness": "0"})
+    report = harness.run(kills=2, kill_at="mid-batch", seed=12)
+    assert report.kills == 2
+    ids = pq.read_table(out).column("id").to_pylist()
+    assert len(ids) == 6000 and sorted(ids) == list(range(6000))
