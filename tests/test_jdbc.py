@@ -471,3 +471,19 @@ def test_overwrite_refuses_what_it_cannot_replace(spark, postgres_dsn, pg, uniqu
     assert staging_tables(pg, unique) == [] and rows(pg, f"SELECT count(*) FROM {unique}") == [(0,)]
 
 
+def test_spark_session_options_hold_in_the_tasks_and_the_overwrite_commit(spark, postgres_dsn, pg, unique):
+    """Spark's isolationLevel and sessionInitStatement, seen by a trigger in the tasks' transactions
+    (append) and the driver's (the overwrite's commit); cascadeTruncate empties a referencing table."""
+    pg.execute(f"CREATE TABLE {unique}_seen (isolation text, init text)")
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
+    pg.execute(f"CREATE TABLE {unique}_child (id bigint REFERENCES {unique}); INSERT INTO {unique} VALUES (1); "
+               f"INSERT INTO {unique}_child VALUES (1)")  # fmt: skip
+    pg.execute(f"CREATE FUNCTION {unique}_probe() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO "
+               f"{unique}_seen VALUES (current_setting('transaction_isolation'), current_setting('probe.init', true)); "
+               f"RETURN NULL; END $$; CREATE TRIGGER probe AFTER INSERT ON {unique} EXECUTE FUNCTION {unique}_probe()")
+    options = {"dbtable": unique, "isolationLevel": "SERIALIZABLE", "sessionInitStatement": "SET probe.init = 'yes'"}
+    write(spark.range(2, 6, 1, 2), postgres_dsn, **options)
+    overwrite(spark.range(10, 12), postgres_dsn, truncate="true", cascadeTruncate="true", **options)
+    assert rows(pg, f"SELECT id FROM {unique} ORDER BY id") == [(10,), (11,)]
+    assert rows(pg, f"SELECT count(*) FROM {unique}_child") == [(0,)]
+    assert rows(pg, f"SELECT isolation, init, count(*) FROM {unique}_seen GROUP BY 1, 2") == [("serializable", "yes", 3)]

@@ -117,6 +117,19 @@ def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWri
         ({"url": "jdbc:postgresql://h/db?socketTimeout=30", "dbtable": "t"},
          "URL parameter 'socketTimeout' (a client read timeout) has no libpq equivalent: remove it; the options 'queryTimeout'"),
         ({"url": "jdbc:postgresql://h/db?tcpKeepAlive=yes", "dbtable": "t"}, "URL parameter 'tcpKeepAlive' must be true or false"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "isolationLevel": "SNAPSHOT"},
+         "option 'isolationLevel' = 'SNAPSHOT': expected one of NONE, READ_UNCOMMITTED, READ_COMMITTED, REPEATABLE_READ"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "isolationLevel": "NONE"},
+         "option 'isolationLevel' = 'NONE': NONE means no transactions, which deliveryGuarantee 'exactly-once' needs"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "isolationLevel": "NONE", "deliveryGuarantee": "at-least-once"},
+         "which deliveryGuarantee 'at-least-once' needs"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "sessionInitStatement": " "}, "option 'sessionInitStatement' = ' ': must not"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "cascadeTruncate": "yes"}, "option 'cascadeTruncate' = 'yes': expected true"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "cascadeTruncate": "true"},
+         "option 'cascadeTruncate' = True: only used with truncate=true"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "numPartitions": "0"}, "option 'numPartitions' = '0': must be greater"),
+        ({"url": "postgresql://h/db", "dbtable": "t", "numPartitions": "4"},
+         "option 'numPartitions' = 4: a Python data source cannot coalesce its input: call df.coalesce(4) before writing"),
     ],
 )
 def test_bad_options_name_option_and_value(options, message):
@@ -766,3 +779,27 @@ def test_sessions_carry_the_timeouts_and_the_url_keepalive_setting(postgres_dsn)
             assert cursor.fetchone() == ("1500ms", "9s", "9s", "UTC")
     finally:
         connection.close()
+
+
+def test_isolation_level_and_session_init_statement_hold_on_every_new_connection(postgres_dsn, pg, unique):
+    """Spark's default isolation level, then each named one, NONE leaving the server's default; the
+    sessionInitStatement runs once per connection, and a failing one is named without the password."""
+    pg.execute(f"CREATE TABLE {unique} (pid int)")
+    parts = urlsplit(postgres_dsn)
+    url = f"jdbc:postgresql://{parts.hostname}:{parts.port}{parts.path}?user={parts.username}&password={parts.password}"
+    for level, expected in [(None, "read uncommitted"), ("REPEATABLE_READ", "repeatable read"), ("NONE", "read committed")]:
+        chosen = {"isolation_level": level} if level else {}
+        connection = connect(JdbcConnectionOptions(url=url, session_init_statement=f"INSERT INTO {unique} VALUES "
+                                                   "(pg_backend_pid())", **chosen))  # fmt: skip
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW transaction_isolation")
+                assert cursor.fetchone() == (expected,)
+                cursor.execute(f"SELECT count(*) FROM {unique} WHERE pid = pg_backend_pid()")
+                assert cursor.fetchone() == (1,)
+        finally:
+            connection.close()
+    with pytest.raises(OptionError) as info:
+        connect(JdbcConnectionOptions(url=url, session_init_statement="SELECT nope"))
+    assert "option 'sessionInitStatement' = 'SELECT nope': failed on a new connection: column \"nope\" does not exist" in str(info.value)
+    assert "password=" not in str(info.value)  # the URL is never shown

@@ -118,6 +118,32 @@ def libpq_dsn(url: str) -> str:
     return urlunsplit((scheme, netloc, path, urlencode(params), ""))
 
 
+def _not_blank(value: str) -> None:
+    if not value.strip():
+        raise ValueError("must not be empty")
+
+
+class IsolationLevel(enum.Enum):
+    """Spark's ``isolationLevel`` values (the JDBC constants' names)."""
+
+    NONE = "NONE"
+    READ_UNCOMMITTED = "READ_UNCOMMITTED"
+    READ_COMMITTED = "READ_COMMITTED"
+    REPEATABLE_READ = "REPEATABLE_READ"
+    SERIALIZABLE = "SERIALIZABLE"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:  # errors show the value as it was written
+        return repr(self.value)
+
+
+def _parse_isolation(text: str) -> IsolationLevel:
+    # Spark matches the names exactly; any case is taken here, as for every other choice.
+    return IsolationLevel(choice(*(level.value for level in IsolationLevel))(text))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JdbcConnectionOptions(Options):
     """Where to connect (Flink's ``JdbcConnectionOptions``).
@@ -144,6 +170,14 @@ class JdbcConnectionOptions(Options):
     query_timeout: int = option(
         "queryTimeout", parse_int, default=600, checks=[non_negative],
         doc="seconds a statement, or a transaction's wait for its next one, may take (0: no limit)",
+    )
+    isolation_level: IsolationLevel = option(
+        "isolationLevel", _parse_isolation, default=IsolationLevel.READ_UNCOMMITTED,
+        doc="isolation of every transaction (Spark's names and default; NONE: the server's default level)",
+    )
+    session_init_statement: str | None = option(
+        "sessionInitStatement", default=None, checks=[_not_blank],
+        doc="SQL run once on every new connection, before it writes",
     )
     extra: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)  # ssl* pass-through
 
@@ -175,10 +209,15 @@ class JdbcConnectionOptions(Options):
 
     def session_settings(self) -> dict[str, str]:
         """PostgreSQL settings of every session (``SET``): UTC, so timestamps land the same through
-        COPY and INSERT, and the timeouts, so no statement waits forever on a dead peer's lock."""
+        COPY and INSERT, the timeouts, so no statement waits forever on a dead peer's lock, and the
+        transactions' isolation level."""
         lock_ms, query_ms = round(self.lock_timeout.total_seconds() * 1000), self.query_timeout * 1000
-        return {"TimeZone": "UTC", "lock_timeout": f"{lock_ms}ms", "statement_timeout": f"{query_ms}ms",
-                "idle_in_transaction_session_timeout": f"{query_ms}ms"}  # fmt: skip
+        settings = {"TimeZone": "UTC", "lock_timeout": f"{lock_ms}ms", "statement_timeout": f"{query_ms}ms",
+                    "idle_in_transaction_session_timeout": f"{query_ms}ms"}  # fmt: skip
+        if self.isolation_level is not IsolationLevel.NONE:
+            # The session's default, so every transaction on it (ours, psycopg2's implicit BEGIN) gets it.
+            settings["default_transaction_isolation"] = self.isolation_level.value.replace("_", " ").lower()
+        return settings
 
     def scrubbed(self, exc: Exception) -> Exception:
         """``exc``, a client error, as the same type without these settings' passwords (libpq quotes
@@ -253,11 +292,6 @@ def parse_column_types(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _not_blank(value: str) -> None:
-    if not value.strip():
-        raise ValueError("must not be empty")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
     """Every option of ``connectors.jdbc``: connection, execution, target and guarantee."""
@@ -278,6 +312,14 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
     truncate: bool = option(
         "truncate", parse_bool, default=False,
         doc="save mode overwrite: keep the table and replace its rows (else the table is recreated)",
+    )
+    cascade_truncate: bool = option(
+        "cascadeTruncate", parse_bool, default=False,
+        doc="with truncate=true: TRUNCATE ... CASCADE, emptying the tables whose foreign keys reference it",
+    )
+    num_partitions: int | None = option(
+        "numPartitions", parse_int, default=None, checks=[positive],
+        doc="refused: a Python data source cannot coalesce its input; call df.coalesce(N) instead",
     )
     delivery_guarantee: DeliveryGuarantee = option(
         "deliveryGuarantee", parse_guarantee, default=DeliveryGuarantee.EXACTLY_ONCE,
@@ -302,6 +344,19 @@ class JdbcSinkOptions(JdbcExecutionOptions, JdbcConnectionOptions):
         if self.sql is not None and (self.create_table_column_types or self.create_table_options):
             option = "createTableColumnTypes" if self.create_table_column_types else "createTableOptions"
             raise self.error(option, "only used with dbtable: a custom 'sql' statement creates no table")
+        if self.cascade_truncate and not self.truncate:
+            raise self.error("cascadeTruncate", "only used with truncate=true (save mode overwrite)")
+        if self.num_partitions is not None:
+            # Spark's writer coalesces to N tasks; a data source's writer only sees its input as partitioned.
+            raise self.error("numPartitions", "a Python data source cannot coalesce its input: call "
+                             f"df.coalesce({self.num_partitions}) before writing, which bounds the concurrent "
+                             "connections as Spark's option does (one per writing task)")
+        if self.isolation_level is IsolationLevel.NONE and self.delivery_guarantee is not DeliveryGuarantee.NONE:
+            # Spark's NONE (autocommit) would commit rows apart from their progress row, and in pieces.
+            raise self.error("isolationLevel", f"NONE means no transactions, which deliveryGuarantee "
+                             f"'{self.delivery_guarantee}' needs: each commits its rows all or nothing (exactly-once "
+                             "together with its progress row); use deliveryGuarantee=none, where each batchSize "
+                             "chunk commits on its own, or a transaction isolation level")
 
     def table_parts(self) -> tuple[str, ...]:
         """``dbtable`` as (schema, table) or (table,); an error naming the option if it is no table name."""

@@ -11,6 +11,8 @@ transaction; until then readers see the old rows, and an aborted job only drops 
 - ``truncate=true``: the table stays, with its indexes, constraints and grants; the staging table
   is ``LIKE`` it, and the commit runs ``TRUNCATE`` and ``INSERT ... SELECT`` (the rows are copied
   once more, and the table's constraints are checked then). A missing table is created as above.
+  ``cascadeTruncate=true`` makes it ``TRUNCATE ... CASCADE``, as Spark's PostgreSQL dialect does:
+  the tables whose foreign keys reference the target are emptied too, in the same transaction.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Overwrite:
     target: tuple[str, str]  # (schema, name); the table may not exist yet
     staging: tuple[str, str]  # in the same schema, so a rename moves it into place
     truncate: bool  # keep the target and move the rows (else replace the table)
+    cascade: bool  # truncate: also empty the tables referencing the target
     columns: tuple[str, ...]  # truncate: the columns the rows fill
 
     def commit(self, connection) -> None:
@@ -41,8 +44,9 @@ class Overwrite:
         with connection.cursor() as cursor:
             if self.truncate:
                 columns = sql.SQL(", ").join(map(sql.Identifier, self.columns))
-                cursor.execute(sql.SQL("TRUNCATE TABLE ONLY {0}; INSERT INTO {0} ({1}) SELECT {1} FROM {2}; DROP TABLE {2}")
-                               .format(target, columns, staging))  # fmt: skip
+                cascade = sql.SQL(" CASCADE" if self.cascade else "")
+                cursor.execute(sql.SQL("TRUNCATE TABLE ONLY {0}{3}; INSERT INTO {0} ({1}) SELECT {1} FROM {2}; DROP TABLE {2}")
+                               .format(target, columns, staging, cascade))  # fmt: skip
             else:
                 cursor.execute(sql.SQL("DROP TABLE IF EXISTS {}; ALTER TABLE {} RENAME TO {}")
                                .format(target, staging, sql.Identifier(self.target[1])))  # fmt: skip
@@ -89,4 +93,4 @@ def stage(config: JdbcSinkOptions, schema, cursor) -> tuple[Overwrite, JdbcSinkO
     cursor.connection.commit()
     log.info("%s: overwriting %s: the rows go to %s until the job commits", FORMAT, target, staging)
     into = dataclasses.replace(config, dbtable=sql.Identifier(*staging).as_string(cursor))
-    return Overwrite(target, staging, truncate, tuple(columns)), into
+    return Overwrite(target, staging, truncate, config.cascade_truncate, tuple(columns)), into

@@ -97,7 +97,8 @@ class JdbcCommitMessage(WriterCommitMessage):
 
 
 def connect(options: JdbcConnectionOptions):
-    """A psycopg2 connection with the options' session settings (UTC, the timeouts)."""
+    """A psycopg2 connection with the options' session settings (UTC, the timeouts, the isolation
+    level), then the ``sessionInitStatement``, committed."""
     import psycopg2
 
     try:
@@ -109,6 +110,16 @@ def connect(options: JdbcConnectionOptions):
         calls = ", ".join(["set_config(%s, %s, false)"] * len(settings))
         cursor.execute(f"SELECT {calls}", [*itertools.chain(*settings.items())])
     connection.commit()
+    if options.session_init_statement is not None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(options.session_init_statement)
+            connection.commit()
+        except psycopg2.Error as exc:
+            discard(connection)
+            if is_transient(exc):  # the connection, not the statement: retried like any other
+                raise
+            raise options.error("sessionInitStatement", f"failed on a new connection: {str(exc).strip()}") from None
     return connection
 
 
@@ -119,7 +130,8 @@ _idle: dict[tuple, tuple[int, object]] = {}
 
 def _idle_key(options: JdbcConnectionOptions) -> tuple:
     settings = {**options.connect_kwargs(), **options.session_settings()}
-    return tuple(sorted((key, str(value)) for key, value in settings.items()))
+    # The init statement ran once, at connect: only options with the same one may reuse the connection.
+    return (*sorted((key, str(value)) for key, value in settings.items()), options.session_init_statement)
 
 
 def borrow(options: JdbcConnectionOptions):
