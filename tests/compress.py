@@ -19,6 +19,10 @@ def compressing(data: bytes, codec: str) -> bytes:
         return lzma.compress(data)
     if codec == "deflate":
         return zlib.compress(data)
+    if codec in ("snappy", "lz4"):  # Hadoop's block framing, as the sink writes it
+        from connectors.files.sink.codecs import ROW_CODECS
+
+        return ROW_CODECS[codec].compress(data)
     if codec == "zstd":
         return pa.compress(data, codec="zstd", asbytes=True)
     raise ValueError(f"unknown codec {codec!r}")

@@ -438,7 +438,7 @@ def test_date_time_pattern_and_directory_values():
         ({"fileFormat": "parquet", "rollingPolicy": "default"}, "option 'rollingPolicy' = 'default': fileFormat 'parquet' is a bulk format"),
         ({"rollingPolicy": "onCheckpoint", "partSize": "1MB"}, "option 'partSize' = 1048576: applies only to rollingPolicy default"),
         ({"fileFormat": "orc"}, "option 'fileFormat' = 'orc': expected one of text, csv, json, parquet, avro"),
-        ({"compression": "zstd"}, "option 'compression' = 'zstd': row format 'text' takes none or gzip"),
+        ({"compression": "zstd"}, "option 'compression' = 'zstd': row format 'text' takes none, uncompressed, bzip2, deflate, gzip, lz4, snappy"),
         ({"bucketAssigner": "column"}, "option 'bucketAssigner' = 'column': column needs the option bucketColumn"),
         ({"bucketFormat": "yyyy-QQ"}, "option 'bucketFormat' = 'yyyy-QQ': unsupported pattern letter 'Q'"),
         ({"bucketTimeZone": "Mars/Base"}, "option 'bucketTimeZone' = 'Mars/Base': unknown time zone"),

@@ -1,18 +1,17 @@
 """Encoders of the file sink: Arrow batches to the bytes of a part file.
 
 Row formats (text, csv, json lines) encode each batch to self-contained bytes, so a part can grow
-by appending across micro-batches and any committed prefix is a valid file; with gzip each append
-is one gzip member (concatenated members are a valid gzip stream for every reader). Parquet and
-Avro are bulk formats: one writer per part file, closed when the part rolls (at every micro-batch).
-A csv header is written once, at the start of a part, as bytes of its own (one gzip member with
-gzip), so compaction can leave it out of every part but the first.
+by appending across micro-batches and any committed prefix is a valid file; a compressed append is
+a unit complete for its codec (``codecs.py``). Parquet and Avro are bulk formats: one writer per
+part file, closed when the part rolls (at every micro-batch). A csv header is written once, at the
+start of a part, as bytes of its own (its own compressed unit), so compaction can leave it out of
+every part but the first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
 import json
 from collections.abc import Iterator
 from typing import BinaryIO, Protocol
@@ -37,6 +36,7 @@ from connectors.files import FORMAT
 from connectors.core.json_text import JsonStyle, json_texts
 from connectors.core.texts import TEXT, lines
 from connectors.files.datetime_patterns import DateTimeFormat
+from connectors.files.sink.codecs import ROW_CODECS
 from connectors.files.sink.csv_lines import CsvDialect, csv_lines, header_line
 
 
@@ -73,22 +73,15 @@ class PartEncoder(Protocol):
         """Flush what the encoder buffers (the underlying file stays open)."""
 
 
-_GZIP_LEVEL = 6
-
-
-def _compressed(data: bytes, codec: str) -> bytes:
-    # mtime=0: the same bytes give the same member, so a header's length is known in advance
-    return gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0) if codec == "gzip" else data
-
-
 class RowEncoder:
-    """text / csv / json lines, optionally gzip: bytes are written as each batch arrives."""
+    """text / csv / json lines, optionally compressed: bytes are written as each batch arrives."""
 
     def __init__(self, handle: BinaryIO, file_format: str, codec: str, rows: RowOptions):
-        self.handle, self.file_format, self.codec, self.rows = handle, file_format, codec, rows
+        self.handle, self.file_format, self.rows = handle, file_format, rows
+        self.compress = ROW_CODECS[codec].compress
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self.handle.write(_compressed(encode_rows(batch, self.file_format, self.rows), self.codec))
+        self.handle.write(self.compress(encode_rows(batch, self.file_format, self.rows)))
 
     def close(self) -> None:
         pass
@@ -138,8 +131,8 @@ def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, r
 
 
 def csv_header(columns: list[str], rows: RowOptions, codec: str) -> bytes:
-    """The bytes a csv part starts with: the column names as one line (one gzip member)."""
-    return _compressed(_encoded(header_line(columns, rows.dialect), rows.encoding), codec)
+    """The bytes a csv part starts with: the column names as one line (one compressed unit)."""
+    return ROW_CODECS[codec].compress(_encoded(header_line(columns, rows.dialect), rows.encoding))
 
 
 def encode_rows(batch: pa.RecordBatch, file_format: str, rows: RowOptions = DEFAULT_ROWS) -> bytes:

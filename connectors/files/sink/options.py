@@ -22,6 +22,7 @@ from connectors.core.options import (
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimeFormat, strftime_pattern
 from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone
+from connectors.files.sink.codecs import ROW_CODECS
 from connectors.files.sink.csv_lines import CsvDialect
 from connectors.files.sink.formats import RowOptions
 from connectors.files.sink.rolling import (
@@ -83,8 +84,9 @@ class FileSinkOptions(Options):
         doc="text | csv | json (JSON lines) | parquet | avro (required)"
     )
     compression: str | None = option(
-        "compression", choice(*PARQUET_CODECS, "deflate"), default=None,
-        doc="row formats: none (default) or gzip; parquet: snappy (default), gzip, zstd or none; "
+        "compression", choice(*dict.fromkeys((*ROW_CODECS, *PARQUET_CODECS, *AVRO_CODECS))), default=None,
+        doc="row formats: none (default), uncompressed, bzip2, deflate, gzip, lz4 or snappy, as Spark's "
+            "(part names get the codec's extension); parquet: snappy (default), gzip, zstd or none; "
             "avro: snappy (default), deflate, zstd or none",
     )
     header: bool = option("header", parse_bool, default=False, doc="csv: start each part file with the column names")
@@ -135,7 +137,9 @@ class FileSinkOptions(Options):
     )
     part_prefix: str = option("partPrefix", default="part", checks=[_no_separator], doc="OutputFileConfig part prefix")
     part_suffix: str = option(
-        "partSuffix", default="", checks=[_no_separator], doc="OutputFileConfig part suffix, e.g. .json or .csv.gz"
+        "partSuffix", default="", checks=[_no_separator],
+        doc="OutputFileConfig part suffix, e.g. .json or .csv; row formats: a compression's extension "
+            "(.gz, .bz2, ...) is appended unless the suffix ends with it",
     )
     rolling_policy: str | None = option(
         "rollingPolicy", choice("default", "onCheckpoint"), default=None,
@@ -181,8 +185,8 @@ class FileSinkOptions(Options):
                                 ("inactivityInterval", self.inactivity_interval)):  # fmt: skip
                 if value is not None:
                     raise self.error(name, "applies only to rollingPolicy default, not onCheckpoint")
-        if self.compression is not None and not bulk and self.compression not in ("none", "gzip"):
-            raise self.error("compression", f"row format {self.file_format!r} takes none or gzip")
+        if self.compression is not None and not bulk and self.compression not in ROW_CODECS:
+            raise self.error("compression", f"row format {self.file_format!r} takes {', '.join(ROW_CODECS)}")
         allowed = {"parquet": PARQUET_CODECS, "avro": AVRO_CODECS}.get(self.file_format, ())
         if self.compression is not None and bulk and self.compression not in allowed:
             raise self.error("compression", f"{self.file_format} takes {', '.join(allowed)}")
@@ -249,8 +253,16 @@ class FileSinkOptions(Options):
 
     @property
     def codec(self) -> str:
-        """The effective compression: ``none``/``gzip`` for row formats, a parquet or avro codec otherwise."""
+        """The effective compression: a name in ``ROW_CODECS`` for row formats, a parquet or avro codec otherwise."""
         return self.compression or ("snappy" if self.file_format in BULK_FORMATS else "none")
+
+    @property
+    def final_suffix(self) -> str:
+        """What ends a part's final name: a compressed row-format part ends with its codec's
+        extension, by which Spark's readers (and this project's source) tell the codec."""
+        if self.file_format in BULK_FORMATS:
+            return self.part_suffix
+        return ROW_CODECS[self.codec].suffix(self.part_suffix)
 
     @property
     def rules(self) -> RollingRules:

@@ -86,7 +86,7 @@ class SinkPlan:
         return bucketer(c.bucket_assigner, c.bucket_format, c.bucket_time_zone, c.bucket_column)
 
     def new_final(self, bucket: str, uid: str, counter: int) -> str:
-        return final_name(bucket, self.config.part_prefix, uid, counter, self.config.part_suffix)
+        return final_name(bucket, self.config.part_prefix, uid, counter, self.config.final_suffix)
 
 
 class _OpenPart:
