@@ -45,7 +45,7 @@ def avro_rows(directory: Path) -> list[dict]:
     return sorted(out, key=lambda r: r["id"])
 
 
-@pytest.mark.parametrize("codec", ["none", "snappy", "deflate", "zstd"])
+@pytest.mark.parametrize("codec", ["none", "uncompressed", "snappy", "deflate", "bzip2", "xz", "zstd", "zstandard"])
 def test_sink_writes_avro_parts_fastavro_reads(spark, tmp_path, codec):
     out = tmp_path / "out"
     df = spark.createDataFrame(rows(range(300)), DDL).repartition(2)
@@ -57,7 +57,8 @@ def test_sink_writes_avro_parts_fastavro_reads(spark, tmp_path, codec):
                       "inner": {"x": 5, "y": "y5"}}
     assert got[4]["name"] is None and got[4]["attrs"] == {}
     with parts(out)[0].open("rb") as handle:
-        assert fastavro.reader(handle).codec == {"none": "null", "zstd": "zstandard"}.get(codec, codec)
+        assert fastavro.reader(handle).codec == {"none": "null", "uncompressed": "null", "zstd": "zstandard"}.get(
+            codec, codec)
 
 
 def test_stream_rolls_an_avro_part_every_micro_batch(spark, tmp_path):
@@ -73,7 +74,7 @@ def test_stream_rolls_an_avro_part_every_micro_batch(spark, tmp_path):
 
 def test_avro_options_are_checked(spark, tmp_path):
     df = spark.createDataFrame([(1,)], "id int")
-    with pytest.raises(Exception, match="'compression' = 'gzip': avro takes none, snappy, deflate, zstd"):
+    with pytest.raises(Exception, match="'compression' = 'gzip': avro takes none, uncompressed, snappy, deflate, bzip2, xz, zstd, zstandard"):
         df.write.format(FORMAT).options(fileFormat="avro", compression="gzip").mode("append").save(str(tmp_path / "a"))
     with pytest.raises(Exception, match="'rollingPolicy'.*bulk format"):
         df.write.format(FORMAT).options(fileFormat="avro", rollingPolicy="default").mode("append").save(
@@ -256,7 +257,8 @@ SPARK_SCRIPT = textwrap.dedent("""
                                           "timestamp_micros(1767225600000000 + id) as at",
                                           "if(id % 2 = 0, null, array(id)) as list")
     source.repartition(2).write.format("avro").save(theirs + "/snappy")
-    source.write.format("avro").option("compression", "deflate").save(theirs + "/deflate")
+    for codec in ("deflate", "bzip2", "xz", "zstandard"):
+        source.write.format("avro").option("compression", codec).save(theirs + "/" + codec)
     spark.stop()
 """)
 
@@ -271,7 +273,7 @@ def utc_session(spark):
 
 def test_spark_avro_reads_our_parts_and_we_read_its_files(utc_session, tmp_path):
     """Spark's own ``avro`` format (spark-avro), in its own Spark process, reads what our sink
-    wrote; our source reads what Spark's avro writer wrote (snappy and deflate). Edge values
+    wrote; our source reads what Spark's avro writer wrote (every codec it takes). Edge values
     come back exactly every way: ours -> Spark, Spark (decimals as fixed) -> ours, ours -> ours."""
     spark = utc_session
     ours, theirs, edge = tmp_path / "ours", tmp_path / "theirs", tmp_path / "edge"
@@ -289,7 +291,7 @@ def test_spark_avro_reads_our_parts_and_we_read_its_files(utc_session, tmp_path)
     assert seen["first"]["name"] == "n5" and seen["first"]["price"] == "0.05" and seen["first"]["inner"] == {
         "x": 5, "y": "y5"}
 
-    for codec in ("snappy", "deflate"):
+    for codec in ("snappy", "deflate", "bzip2", "xz", "zstandard"):
         df = spark.read.format(FORMAT).option("fileFormat", "avro").load(str(theirs / codec))
         assert df.schema.simpleString() == "struct<id:bigint,name:string,amount:double,at:timestamp,list:array<bigint>>"
         got = sorted(df.collect())

@@ -76,3 +76,19 @@ def test_corrupt_snappy_file_names_the_file_or_is_skipped(spark, tmp_path):
     with pytest.raises(Exception, match=f"corrupt or truncated file [^ ]*{path}"):
         read.load(str(path)).collect()
     assert read.option("ignoreCorruptFiles", "true").load(str(path)).count() < 20_000
+
+
+def test_our_parquet_parts_in_every_codec_read_by_spark(spark, tmp_path):
+    """Spark's parquet codec names, each written as that codec (none: uncompressed; lz4: LZ4_RAW)
+    and read back by Spark's own parquet reader."""
+    import pyarrow.parquet as pq
+
+    df = spark.sql(ROWS)
+    stored = {"none": "UNCOMPRESSED", "uncompressed": "UNCOMPRESSED", "lz4_raw": "LZ4"}
+    for codec in ("none", "uncompressed", "snappy", "gzip", "lz4", "lz4_raw", "zstd"):
+        out = tmp_path / codec
+        df.write.format("connectors.files").options(fileFormat="parquet", compression=codec, bucketAssigner="basePath").mode(
+            "append").save(str(out))
+        part = next(path for path in out.rglob("part-*") if path.is_file())
+        assert pq.ParquetFile(part).metadata.row_group(0).column(0).compression == stored.get(codec, codec.upper())
+        assert sorted_rows(spark.read.parquet(str(out))) == sorted_rows(df), codec

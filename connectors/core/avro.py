@@ -17,11 +17,13 @@ offsets follow, then each leaf writes its bytes into one buffer at once.
 
 from __future__ import annotations
 
+import bz2
 import datetime
 import decimal
 import functools
 import io
 import json
+import lzma
 import os
 import struct
 import zlib
@@ -319,6 +321,8 @@ CODECS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
     "null": (bytes, bytes),
     "deflate": (_deflate, lambda data: zlib.decompress(data, -15)),
     "snappy": (_snappy, _unsnappy),
+    "bzip2": (bz2.compress, bz2.decompress),
+    "xz": (lzma.compress, lzma.decompress),
     "zstandard": (lambda data: pa.Codec("zstd").compress(data, asbytes=True), _unzstd),
 }
 
@@ -349,7 +353,7 @@ def read_header(stream: BinaryIO) -> tuple[str, str, bytes]:
     sync = stream.read(SYNC_SIZE)
     codec = meta.get(b"avro.codec", b"null").decode()
     if codec not in CODECS:
-        raise ValueError(f"codec {codec!r} is not supported (null, deflate, snappy, zstandard are)")
+        raise ValueError(f"codec {codec!r} is not supported ({', '.join(CODECS)} are)")
     return meta[b"avro.schema"].decode(), codec, sync
 
 

@@ -66,6 +66,15 @@ class RowOptions:
 DEFAULT_ROWS = RowOptions()
 
 
+# The compression option -> the codec in the file: Spark's names, and the ones this sink took before.
+# Not Spark's parquet lzo (pyarrow cannot write it) or brotli (Spark's build cannot read it); lz4
+# is written as LZ4_RAW, which Spark reads.
+PARQUET_CODECS = {"none": "none", "uncompressed": "none", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4",
+                  "lz4_raw": "lz4", "zstd": "zstd"}  # fmt: skip
+AVRO_CODECS = {"none": "null", "uncompressed": "null", "snappy": "snappy", "deflate": "deflate", "bzip2": "bzip2",
+               "xz": "xz", "zstd": "zstandard", "zstandard": "zstandard"}  # fmt: skip
+
+
 class PartEncoder(Protocol):
     def write(self, batch: pa.RecordBatch) -> None: ...
 
@@ -113,7 +122,7 @@ class AvroEncoder:
 
 class ParquetEncoder:
     def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
-        self.writer = pq.ParquetWriter(handle, schema, compression=codec)
+        self.writer = pq.ParquetWriter(handle, schema, compression=PARQUET_CODECS[codec])
 
     def write(self, batch: pa.RecordBatch) -> None:
         self.writer.write_batch(batch)
@@ -164,9 +173,6 @@ def _encoded(data: bytes, encoding: str | None) -> bytes:
     # unmappable characters as "?", as Java's encoder replaces them in Spark's writers
     return data if encoding is None else data.decode("utf-8").encode(encoding, "replace")
 
-
-# the compression option -> the Avro codec name
-AVRO_CODECS = {"none": "null", "snappy": "snappy", "deflate": "deflate", "zstd": "zstandard"}
 
 
 def check_schema(schema: StructType, file_format: str, data_columns: list[str]) -> None:

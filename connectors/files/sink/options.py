@@ -24,7 +24,7 @@ from connectors.files.datetime_patterns import DateTimeFormat, strftime_pattern
 from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone
 from connectors.files.sink.codecs import ROW_CODECS
 from connectors.files.sink.csv_lines import CsvDialect
-from connectors.files.sink.formats import RowOptions
+from connectors.files.sink.formats import AVRO_CODECS, PARQUET_CODECS, RowOptions
 from connectors.files.sink.rolling import (
     DEFAULT_INTERVAL,
     DEFAULT_PART_SIZE,
@@ -33,8 +33,6 @@ from connectors.files.sink.rolling import (
 
 ROW_FORMATS = ("text", "csv", "json")
 BULK_FORMATS = ("parquet", "avro")
-PARQUET_CODECS = ("none", "snappy", "gzip", "zstd")
-AVRO_CODECS = ("none", "snappy", "deflate", "zstd")
 
 
 def _pattern(text: str) -> str:
@@ -86,8 +84,9 @@ class FileSinkOptions(Options):
     compression: str | None = option(
         "compression", choice(*dict.fromkeys((*ROW_CODECS, *PARQUET_CODECS, *AVRO_CODECS))), default=None,
         doc="row formats: none (default), uncompressed, bzip2, deflate, gzip, lz4 or snappy, as Spark's "
-            "(part names get the codec's extension); parquet: snappy (default), gzip, zstd or none; "
-            "avro: snappy (default), deflate, zstd or none",
+            "(part names get the codec's extension); parquet: snappy (default), "
+            "none, uncompressed, gzip, lz4, lz4_raw or zstd; avro: snappy (default), none, uncompressed, deflate, "
+            "bzip2, xz, zstandard or zstd, as Spark's",
     )
     header: bool = option("header", parse_bool, default=False, doc="csv: start each part file with the column names")
     sep: str | None = option("sep", default=None, checks=[single_char], doc="csv field separator (default ,)")
