@@ -89,6 +89,70 @@ def test_files_spark_wrote_read_back_to_the_same_rows(spark, tmp_path, fmt):
     assert rows(back) == rows(df)
 
 
+def test_parquet_timestamps_spark_wrote_read_as_spark_reads_them(spark, tmp_path):
+    """Spark writes timestamps as INT96 by default: instants (timestamp, not timestamp_ntz) of years
+    1 to 9999, beyond what nanoseconds hold. Every outputTimestampType, timestamp_ntz, old dates
+    and decimals of each physical size, also nested, read as Spark's reader reads them, in a
+    session time zone that is not UTC."""
+    df = spark.sql("""
+        select timestamp'1000-01-01 00:00:00' as old, timestamp'9999-12-31 23:59:59.999999' as last,
+               timestamp'2026-03-01 12:34:56.123456' as now, timestamp_ntz'0001-01-01 00:00:00' as ntz,
+               date'0001-01-01' as first_day, date'1000-03-01' as before_gregorian, cast(1.25 as decimal(5, 2)) as d32,
+               cast(-1.25 as decimal(15, 2)) as d64, cast(1.25 as decimal(30, 2)) as fixed,
+               array(timestamp'1500-06-01 00:00:00') as stamps, named_struct('t', timestamp'2262-04-12 00:00:00') as st,
+               map('k', timestamp'1600-01-01 00:00:00') as by_key""")
+    zone, unit = spark.conf.get("spark.sql.session.timeZone"), spark.conf.get("spark.sql.parquet.outputTimestampType")
+    try:
+        spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+        for output in ("INT96", "TIMESTAMP_MICROS", "TIMESTAMP_MILLIS"):
+            spark.conf.set("spark.sql.parquet.outputTimestampType", output)
+            df.write.parquet(str(tmp_path / output))
+            theirs = spark.read.parquet(str(tmp_path / output))
+            ours = spark.read.format("connectors.files").option("fileFormat", "parquet").load(str(tmp_path / output))
+            assert (output, ours.schema.simpleString()) == (output, theirs.schema.simpleString())
+            assert (output, ours.collect()) == (output, theirs.collect())
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+        spark.conf.set("spark.sql.parquet.outputTimestampType", unit)
+
+
+# One csv column per case: a value or two (merged in order), over two files.
+CSV_INFERENCE_CASES = [
+    ("+1", "007"), ("2147483648", ""), ("9223372036854775808", ""), ("5.", ""), ("1e5", "1d"), ("0x1p3", " 1"),
+    ("NaN", "-Inf"), ("Infinity", "1"), ("tRuE", "FALSE"), ("0001-01-01", ""), ("2024-2-3", "2024-02"),
+    ("2024-02-03T10:00:00.123+0100", "2024-02-03 10:00:00 Europe/Paris"), ("2024-02-03 10:00:00PST", ""),
+    ("2024-02-03Z", ""), ("2024-13-01", ""), ("1", "10000000000"), ("1", "1.5"), ("1", "99999999999999999999"),
+    ("2024-02-03", "2024-02-03 10:00"), ("2024-02-03 10:00", "2024-02-03"), ("1.5", "2024-02-03"), ("true", "1"),
+    ("", "1"), ("1", "abc"),
+]
+
+
+def test_csv_inferred_and_read_as_spark_does(spark, tmp_path):
+    """inferSchema gives Spark's types (CSVInferSchema), for a file Spark wrote and for texts of
+    every kind it infers, merged within and across files, and the values read are Spark's."""
+    spark.sql("""
+        select 1 as i, 10000000000 as l, cast(12345678901234567890 as decimal(20, 0)) as big, 1.5d as x,
+               cast('NaN' as double) as nan, true as b, date'2024-02-03' as d, timestamp'2026-01-01 00:00:00.123' as t,
+               'hello' as s, cast(1.25 as decimal(30, 2)) as e
+        union all select 2, 2, 2, cast('-Infinity' as double), 1, false, null, null, null, null""").write.csv(
+        str(tmp_path / "spark"), header=True)
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for number in (0, 1):
+        lines = [",".join(f"c{i}" for i in range(len(CSV_INFERENCE_CASES)))]
+        lines.append(",".join(case[number] for case in CSV_INFERENCE_CASES))
+        (texts / f"{number}.csv").write_text("\n".join(lines) + "\n")
+    for path in (tmp_path / "spark", texts):
+        theirs = spark.read.csv(str(path), header=True, inferSchema=True)
+        ours = spark.read.format("connectors.files").options(fileFormat="csv", header="true", inferSchema="true").load(str(path))
+        assert ours.schema.simpleString() == theirs.schema.simpleString()
+
+        def rows(frame) -> list:  # as text: NaN equals itself there
+            return sorted(str(row) for row in frame.selectExpr(*(f"string({c})" for c in frame.columns)).collect())
+
+        assert rows(ours) == rows(theirs)
+
+
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
 def test_partition_directories_read_as_spark_reads_them(spark, tmp_path, fmt):
     """key=value directories of Spark's partitionBy: the same columns, types and values as Spark's

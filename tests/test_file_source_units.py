@@ -55,6 +55,7 @@ from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.offsets import SeenFiles, digest
 from connectors.files.source.options import FileSourceOptions, parse_paths
 from connectors.files.source.reader import DirectoryMonitor, FileStreamReader, plan
+from connectors.files.source.spark_texts import java_double, java_integer, spark_timestamp
 from connectors.files.source.schema import SchemaInference, read_spec
 
 TEXT = StructType([StructField("value", StringType())])
@@ -280,6 +281,36 @@ def test_inferred_timestamps_keep_the_zone_parquet_and_avro_say_they_have(tmp_pa
                 for fmt in ("parquet", "avro", "json")}
     assert inferred == {"parquet": "struct<ts:timestamp,ntz:timestamp_ntz>",
                         "avro": "struct<ts:timestamp,ntz:timestamp_ntz>", "json": "struct<ts:string>"}
+
+
+def test_int96_parquet_timestamps_are_instants_of_any_year(tmp_path):
+    """INT96 (Spark's default for parquet timestamps) is inferred as timestamp at any depth and read
+    at microseconds, so years past nanoseconds' 1677-2262 read back."""
+    utc = datetime.timezone.utc
+    old, last = datetime.datetime(1000, 1, 1, tzinfo=utc), datetime.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=utc)
+    table = pa.table({"t": pa.array([old, last], pa.timestamp("us")),
+                      "st": pa.array([{"t": old}, {"t": last}], pa.struct([("t", pa.timestamp("us"))])),
+                      "ts": pa.array([[old], [last]], pa.list_(pa.timestamp("us")))})
+    pq.write_table(table, tmp_path / "t.parquet", use_deprecated_int96_timestamps=True)
+    schema = SchemaInference(config(fileFormat="parquet"), [str(tmp_path)]).infer()
+    assert schema.simpleString() == "struct<t:timestamp,st:struct<t:timestamp>,ts:array<timestamp>>"
+    assert read_all(str(tmp_path), schema, fileFormat="parquet") == [
+        {"t": old, "st": {"t": old}, "ts": [old]}, {"t": last, "st": {"t": last}, "ts": [last]}]
+
+
+def test_spark_texts_of_numbers_and_timestamps():
+    """What csv inference and reading take beyond pyarrow, as Java and Spark's default timestamp parser do."""
+    assert [java_integer(t, 32) for t in ("+1", "007", "2147483648", "1.0", " 1")] == [1, 7, None, None, None]
+    assert [java_double(t) for t in ("1d", " 1.5f ", "0x1p3", "-Infinity", ".5", "1_0", "inf")] == [
+        1.0, 1.5, 8.0, float("-inf"), 0.5, None, None]
+    utc = datetime.timezone.utc
+    assert [spark_timestamp(t) for t in ("2024", "2024-2-3 1:2", "2024-02-03T10:00:00.1234567+0100",
+                                         "2024-02-03 10:00:00 Europe/Paris", "2024-02-03 10:00:00PST")] == [
+        datetime.datetime(2024, 1, 1, tzinfo=utc), datetime.datetime(2024, 2, 3, 1, 2, tzinfo=utc),
+        datetime.datetime(2024, 2, 3, 9, 0, 0, 123456, tzinfo=utc), datetime.datetime(2024, 2, 3, 9, tzinfo=utc),
+        datetime.datetime(2024, 2, 3, 18, tzinfo=utc)]
+    # a zone only after the seconds; fields in range; no bare number
+    assert [spark_timestamp(t) for t in ("2024-02-03Z", "2024-02-03 10:00+01", "2024-02-30", "12", "2024-02-03T")] == [None] * 5
 
 
 def test_csv_escape_same_as_quote_reads_rfc_4180(tmp_path):

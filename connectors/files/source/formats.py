@@ -37,6 +37,7 @@ from connectors.core.filesystem import filesystem
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
+from connectors.files.source.spark_texts import spark_text_value
 
 if TYPE_CHECKING:
     from connectors.core.avro import Decoder
@@ -262,8 +263,10 @@ def _cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) -
             try:
                 values.append(cast_array(pa.array([value], column.type), field.type)[0].as_py())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                bad.add(row)
-                values.append(None)
+                as_spark = spark_text_value(value, field.type) if isinstance(value, str) else None
+                if as_spark is None:
+                    bad.add(row)
+                values.append(as_spark)
         columns.append(pa.array(values, field.type))
     return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
 
@@ -927,7 +930,7 @@ class SplitReader:
 
     def _parquet(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
         try:
-            parquet = pq.ParquetFile(raw)
+            parquet = open_parquet(raw)
             present = [name for name in self.spec.data_schema.names if name in parquet.schema_arrow.names]
             batches = parquet.iter_batches(
                 batch_size=PARQUET_BATCH_ROWS, row_groups=self.split.row_groups, columns=present
@@ -990,6 +993,12 @@ class SplitReader:
         corrupt_files_log.warning(message, extra={"context": {"file": self.split.path}})
         if self.spec.mode == "PERMISSIVE" and self.spec.corrupt_column is not None:
             yield self.out.malformed([Malformed(0, message)])
+
+
+def open_parquet(raw: BinaryIO) -> pq.ParquetFile:
+    """A parquet file whose INT96 timestamps (what Spark writes by default) read at microseconds,
+    Spark's unit: at pyarrow's nanoseconds only years 1677-2262 fit."""
+    return pq.ParquetFile(raw, coerce_int96_timestamp_unit="us")
 
 
 def _after_sync(stream: BinaryIO, start: int, sync: bytes, size: int) -> int:

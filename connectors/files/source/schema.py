@@ -10,28 +10,31 @@ restarts. Inferred schemas are marked in their first field's metadata so the str
 from __future__ import annotations
 
 import csv
+import datetime
 import functools
 import io
 import json
+import re
 from decimal import Decimal
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     DataType,
+    DateType,
     DecimalType,
     DoubleType,
+    IntegerType,
     LongType,
     NullType,
     StringType,
     StructField,
     StructType,
-    TimestampNTZType,
     TimestampType,
 )
 
@@ -39,7 +42,9 @@ from connectors.core.arrow import arrow_schema
 from connectors.core.filesystem import filesystem
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
+from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
+from connectors.files.source.spark_texts import BIG_DECIMAL_TEXT, java_double, java_integer, spark_timestamp
 from connectors.files.source.compression import codec_of, decompressing
 from connectors.files.source.formats import (
     CsvParser,
@@ -47,6 +52,7 @@ from connectors.files.source.formats import (
     ReadSpec,
     document_records,
     header_lines,
+    open_parquet,
     separated,
     strict_json,
     white_space_trimmer,
@@ -57,11 +63,6 @@ from connectors.files.source.options import FileSourceOptions
 SAMPLE_BYTES = 1 << 20
 SAMPLE_FILES = 8
 INFERRED = "connectors.files.inferred"
-
-
-def _normalize(field_type: DataType) -> DataType:
-    # pyarrow infers zone-less timestamps in csv and json text; Spark users expect TIMESTAMP, read as UTC.
-    return TimestampType() if isinstance(field_type, TimestampNTZType) else field_type
 
 
 def _sample(file: FileStatus, config: FileSourceOptions) -> bytes:
@@ -105,8 +106,6 @@ class SchemaInference:
             arrow = readers[self.config.file_format](files[:SAMPLE_FILES])
             # prefer_timestamp_ntz as Spark 4.2+ defaults it (4.1 did not): the same schema on every line
             fields = from_arrow_schema(arrow, prefer_timestamp_ntz=True).fields
-            if self.config.file_format in ("csv", "json"):  # parquet and avro say which timestamps they hold
-                fields = [StructField(f.name, _normalize(f.dataType)) for f in fields]
         # As Spark: partition columns come last, and one named like a data column replaces it.
         found = partitions.infer(partition_bases(self.config, self.paths), (f.path for f in files))
         names = {f.name for f in found}
@@ -118,7 +117,9 @@ class SchemaInference:
     def _parquet(self, files: list[FileStatus]) -> pa.Schema:
         fs, path = filesystem(files[0].path, self.config.storage_options)
         with fs.open(path, "rb") as raw:
-            return pq.read_schema(raw)
+            parquet = open_parquet(raw)
+            physical = iter([parquet.schema.column(i).physical_type for i in range(len(parquet.schema))])
+            return pa.schema([f.with_type(_int96_as_instants(f.type, physical)) for f in parquet.schema_arrow])
 
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
         from connectors.core import avro  # fastavro: only where an Avro schema is read
@@ -180,8 +181,9 @@ class SchemaInference:
         names = [token or f"_c{i}" for i, token in enumerate(tokens)] if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
             return pa.schema([(name, pa.string()) for name in names])
-        schemas = []
-        for file in files:
+        inference = CsvInference(config)
+        types: list[DataType] = [NullType()] * len(names)
+        for file in files:  # one fold over every file, as Spark's over a partition of small files
             data = sample if file is files[0] else _sample(file, config)
             table = pacsv.read_csv(
                 io.BytesIO(data),
@@ -191,16 +193,11 @@ class SchemaInference:
                                                  escape_char=config.escape != config.quote and config.escape,
                                                  newlines_in_values=config.multi_line or config.line_sep is not None,
                                                  invalid_row_handler=lambda row: "skip"),
-                convert_options=pacsv.ConvertOptions(null_values=[config.null_value]),
+                convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())),
             )
-            schemas.append(table.schema)
-        return self._unify(schemas, files)
-
-    def _unify(self, schemas: list[pa.Schema], files: list[FileStatus]) -> pa.Schema:
-        if not schemas:
-            raise OptionError(FORMAT, "path", files[0].path, "the files are empty; give a schema with .schema(...)")
-        unified = pa.unify_schemas(schemas, promote_options="permissive")
-        return pa.schema([pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in unified])
+            types = [inference.column_type(so_far, table.column(name)) for so_far, name in zip(types, names)]
+        return arrow_schema(StructType([StructField(name, _canonical(kind) or StringType())
+                                        for name, kind in zip(names, types)]))
 
     def _with_metadata_columns(self, schema: StructType) -> StructType:
         if self.config.file_path_column:
@@ -210,7 +207,25 @@ class SchemaInference:
         return schema
 
 
+def _int96_as_instants(kind: pa.DataType, physical: Iterator[str]) -> pa.DataType:
+    """``kind`` with its INT96 timestamps as UTC instants, as Spark infers them (``timestamp``):
+    pyarrow reads them zone-less. ``physical`` gives the physical types of the parquet leaf columns
+    in the order the Arrow type's leaves come (depth first)."""
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_int96_as_instants(f.type, physical)) for f in kind])
+    if pa.types.is_map(kind):
+        key = kind.key_field.with_type(_int96_as_instants(kind.key_type, physical))
+        return pa.map_(key, kind.item_field.with_type(_int96_as_instants(kind.item_type, physical)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        item = kind.value_field.with_type(_int96_as_instants(kind.value_type, physical))
+        return pa.list_(item) if pa.types.is_list(kind) else pa.large_list(item)
+    if next(physical) == "INT96" and pa.types.is_timestamp(kind):
+        return pa.timestamp(kind.unit, "UTC")
+    return kind
+
+
 _MAX_DIGITS = 38  # of a Spark decimal
+_INTEGER_DECIMALS = {IntegerType: DecimalType(10, 0), LongType: DecimalType(20, 0)}  # Spark's DecimalType.forType
 
 
 def _json_type(value: object, primitives_as_string: bool = False) -> DataType:
@@ -264,11 +279,16 @@ def _wider_json(left: DataType, right: DataType) -> DataType:
     if isinstance(left, numbers) and isinstance(right, numbers):
         if isinstance(left, DoubleType) or isinstance(right, DoubleType):
             return DoubleType()
-        left_d, right_d = (t if isinstance(t, DecimalType) else DecimalType(20, 0) for t in (left, right))
-        scale = max(left_d.scale, right_d.scale)
-        digits = max(left_d.precision - left_d.scale, right_d.precision - right_d.scale) + scale
-        return DecimalType(digits, scale) if digits <= _MAX_DIGITS else DoubleType()
+        return _wider_decimal(left, right)
     return StringType()
+
+
+def _wider_decimal(left: DataType, right: DataType) -> DataType:
+    """Spark's widening of two decimals (or integers, as the decimals that hold them): double past 38 digits."""
+    left_d, right_d = (_INTEGER_DECIMALS.get(type(t), t) for t in (left, right))
+    scale = max(left_d.scale, right_d.scale)
+    digits = max(left_d.precision - left_d.scale, right_d.precision - right_d.scale) + scale
+    return DecimalType(digits, scale) if digits <= _MAX_DIGITS else DoubleType()
 
 
 def _canonical(data_type: DataType, drop_all_null: bool = False) -> DataType | None:
@@ -283,6 +303,118 @@ def _canonical(data_type: DataType, drop_all_null: bool = False) -> DataType | N
         fields = [StructField(f.name, t) for f in data_type.fields if (t := _canonical(f.dataType, drop_all_null)) is not None]
         return StructType(fields) if fields else None
     return data_type
+
+
+# csv inference: Spark's CSVInferSchema. A value is tried as each type of a chain in turn, from the
+# column's type so far on; the first that reads it is merged with that type (string if they do not
+# merge). The fold is in order, as Spark's: a column that became a string stays one.
+_ISO_DATE_TEXT = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")  # yyyy-MM-dd, strict
+
+
+def _valid_date(year: str, month: str, day: str) -> bool:
+    try:
+        datetime.date(int(year), int(month), int(day))
+    except ValueError:  # also year 0, which Spark reads and Python's date holds not
+        return False
+    return True
+
+
+def _big_decimal(text: str) -> DecimalType | None:
+    """The decimal type Spark infers for ``text`` (Java's BigDecimal of it): only for a scale of 0,
+    an integer too big for a long or written with a point or an exponent (``5.``, ``1.5e1``)."""
+    match = BIG_DECIMAL_TEXT.fullmatch(text)
+    if match is None:
+        return None
+    whole, fraction, only_fraction, exponent = match.groups()
+    fraction = only_fraction or fraction
+    scale = len(fraction) - int(exponent or 0)
+    precision = max(len(((whole or "") + fraction).lstrip("0")), 1)
+    return DecimalType(precision, 0) if scale == 0 and precision <= _MAX_DIGITS else None
+
+
+class CsvInference:
+    """Spark's csv type inference (``CSVInferSchema``), one column of values at a time."""
+
+    def __init__(self, config: FileSourceOptions):
+        self.null_value = config.null_value
+        self.float_texts = {config.nan_value, config.positive_inf, config.negative_inf}
+        self.patterns = {kind: DateTimePattern.of(pattern) for kind, pattern in (
+            (pa.date32(), config.date_format), (pa.timestamp("us", "UTC"), config.timestamp_format)) if pattern}
+        # Spark: dates mixed with timestamps are timestamps where its default timestamp parser
+        # reads the dates too; strings where a pattern is given to either
+        self.dates_are_timestamps = config.timestamp_format is None and config.date_format in _LENIENT_DATE_FORMATS
+
+    def column_type(self, so_far: DataType, values: pa.ChunkedArray) -> DataType:
+        # A value seen again leaves the type as it is: each once, in the order they first come.
+        values = pc.unique(values.combine_chunks())
+        # values a dateFormat or timestampFormat reads: in one go, before the per value fold
+        parsed = {kind: pattern.parse(values, kind).is_valid().to_pylist() for kind, pattern in self.patterns.items()}
+        steps = self._steps(parsed)
+        for row, text in enumerate(values.to_pylist()):
+            if isinstance(so_far, StringType):
+                break  # nothing widens it
+            if text is None or text == "" or text == self.null_value:
+                continue
+            start = next(i for i, (kinds, _) in enumerate(steps) if isinstance(so_far, kinds))
+            found = next((kind for _, test in steps[start:] if (kind := test(row, text)) is not None), StringType())
+            so_far = self._wider(so_far, found) or StringType()
+        return so_far
+
+    def _steps(self, parsed: dict) -> list[tuple[tuple[type, ...], Callable[[int, str], DataType | None]]]:
+        """The chain: each step with the types so far it starts at, and its test of a value."""
+
+        def by_pattern(kind: pa.DataType, default: Callable[[str], bool]) -> Callable[[int, str], bool]:
+            if kind in parsed:  # a pattern given: only it, as Spark's formatter of that option
+                return lambda row, text: parsed[kind][row]
+            return lambda row, text: default(text)
+
+        date = by_pattern(pa.date32(), lambda text: bool((m := _ISO_DATE_TEXT.fullmatch(text)) and _valid_date(*m.groups())))
+        timestamp = by_pattern(pa.timestamp("us", "UTC"), lambda text: spark_timestamp(text) is not None)
+
+        def when(test: Callable[[int, str], bool], kind: DataType) -> Callable[[int, str], DataType | None]:
+            return lambda row, text: kind if test(row, text) else None
+
+        def integer(bits: int) -> Callable[[int, str], bool]:
+            return lambda row, text: java_integer(text, bits) is not None
+
+        return [
+            ((NullType, IntegerType), when(integer(32), IntegerType())),
+            ((LongType,), when(integer(64), LongType())),
+            ((DecimalType,), lambda row, text: _big_decimal(text)),
+            ((DoubleType,), when(lambda row, text: text in self.float_texts or java_double(text) is not None, DoubleType())),
+            ((DateType,), when(date, DateType())),
+            # Spark tries timestamp_ntz first only where spark.sql.timestampType makes it the default
+            ((TimestampType,), when(timestamp, TimestampType())),
+            ((BooleanType,), when(lambda row, text: text.lower() in ("true", "false"), BooleanType())),
+        ]
+
+    def _wider(self, left: DataType, right: DataType) -> DataType | None:
+        if {type(left), type(right)} == {DateType, TimestampType}:
+            return TimestampType() if self.dates_are_timestamps else StringType()
+        return _csv_wider(left, right)
+
+
+_NUMBER_RANK = {IntegerType: 0, LongType: 1, DoubleType: 2}
+_LENIENT_DATE_FORMATS = {None, "yyyy-MM-dd", "yyyy-M-d", "yyyy-M-dd", "yyyy-MM-d", "yyyy-MM", "yyyy-M", "yyyy"}
+
+
+def _csv_wider(left: DataType, right: DataType) -> DataType | None:
+    """Spark's ``compatibleType`` of csv inference but for dates with timestamps; None where the
+    types do not merge."""
+    kinds = {type(left), type(right)}
+    if left == right or isinstance(right, NullType):
+        return left
+    if isinstance(left, NullType):
+        return right
+    if StringType in kinds:
+        return StringType()
+    if kinds <= _NUMBER_RANK.keys():
+        return max(left, right, key=lambda kind: _NUMBER_RANK[type(kind)])
+    if DecimalType in kinds and kinds <= {IntegerType, LongType, DecimalType}:
+        return _wider_decimal(left, right)
+    if kinds == {DecimalType, DoubleType}:
+        return DoubleType()
+    return None
 
 
 def partition_bases(config: FileSourceOptions, paths: Sequence[str]) -> tuple[str, ...]:

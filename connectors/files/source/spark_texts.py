@@ -1,0 +1,123 @@
+"""Spark's texts of numbers, booleans and timestamps beyond what pyarrow converts.
+
+csv inference (``schema.py``) infers the types these read, and a csv value pyarrow does not convert
+is read by them (``formats.py``), as Spark's csv reader reads it: Java's ``Integer.parseInt``,
+``Double.parseDouble`` and ``BigDecimal``, and Spark's lenient default timestamp parser.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import re
+import zoneinfo
+from typing import Any
+
+import pyarrow as pa
+
+
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # what Java's String.trim drops (Double.parseDouble does)
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+BIG_DECIMAL_TEXT = re.compile(r"[+-]?(?:([0-9]+)\.?([0-9]*)|\.([0-9]+))(?:[eE]([+-]?[0-9]+))?")  # Java's BigDecimal
+_JAVA_DOUBLE_TEXT = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?"
+    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+[fFdD]?)"
+)
+# Spark's default timestamp parser (DateTimeUtils.stringToTimestamp): a date of a 4 to 6 digit year,
+# maybe cut after the year or the month, then a time; or a time alone; then a zone after the seconds.
+_TIME = r"[0-9]{1,2}(?::[0-9]{1,2}(?::[0-9]{1,2}(?:\.[0-9]*)?)?)?"
+_LENIENT_TIMESTAMP_TEXT = re.compile(
+    rf"(?:(?P<year>[+-]?[0-9]{{4,6}})(?:-(?P<month>[0-9]{{1,2}})(?:-(?P<day>[0-9]{{1,2}})(?:[ T](?P<time>{_TIME}))?)?)?"
+    rf"|T?(?P<time_only>{_TIME}))"
+    r"(?: ?(?P<zone>Z|(?:UTC|GMT|UT)?[+-][0-9]{1,2}(?::?[0-9]{2}(?::?[0-9]{2})?)?|[A-Za-z][A-Za-z0-9_+\-/]*))?"
+)
+_ZONE_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])([0-9]{1,2}):?([0-9]{2})?:?([0-9]{2})?")
+_JAVA_SHORT_ZONE_IDS = {  # java.time.ZoneId.SHORT_IDS, which Spark's parser takes too
+    "ACT": "Australia/Darwin", "AET": "Australia/Sydney", "AGT": "America/Argentina/Buenos_Aires",
+    "ART": "Africa/Cairo", "AST": "America/Anchorage", "BET": "America/Sao_Paulo", "BST": "Asia/Dhaka",
+    "CAT": "Africa/Harare", "CNT": "America/St_Johns", "CST": "America/Chicago", "CTT": "Asia/Shanghai",
+    "EAT": "Africa/Addis_Ababa", "ECT": "Europe/Paris", "IET": "America/Indiana/Indianapolis", "IST": "Asia/Kolkata",
+    "JST": "Asia/Tokyo", "MIT": "Pacific/Apia", "NET": "Asia/Yerevan", "NST": "Pacific/Auckland", "PLT": "Asia/Karachi",
+    "PNT": "America/Phoenix", "PRT": "America/Puerto_Rico", "PST": "America/Los_Angeles", "SST": "Pacific/Guadalcanal",
+    "VST": "Asia/Ho_Chi_Minh", "EST": "Etc/GMT+5", "MST": "Etc/GMT+7", "HST": "Etc/GMT+10",
+}
+
+
+def java_integer(text: str, bits: int) -> int | None:
+    """``text`` as Java's ``Integer.parseInt`` (``Long.parseLong``, ...) reads it: a sign, digits, in range."""
+    if _INTEGER_TEXT.fullmatch(text) and -(2 ** (bits - 1)) <= (value := int(text)) < 2 ** (bits - 1):
+        return value
+    return None
+
+
+def java_double(text: str) -> float | None:
+    """``text`` as Java's ``Double.parseDouble`` reads it: trimmed, maybe hex, maybe a d or f suffix."""
+    text = text.strip(_JAVA_TRIMMED)
+    if not _JAVA_DOUBLE_TEXT.fullmatch(text):
+        return None
+    text = text[:-1] if text[-1] in "fFdD" else text
+    return float.fromhex(text) if "x" in text.lower() else float(text)
+
+
+def _zone(name: str | None) -> datetime.tzinfo | None:
+    """The zone a timestamp text names (UTC if none, as ISO text is read here); None if unknown."""
+    name = (name or "Z").strip()
+    if name in ("Z", "UTC", "GMT", "UT"):
+        return datetime.timezone.utc
+    offset = _ZONE_OFFSET.fullmatch(name)
+    if offset:
+        sign, hours, minutes, seconds = offset.groups()
+        delta = datetime.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
+        return datetime.timezone(-delta if sign == "-" else delta) if delta < datetime.timedelta(hours=19) else None
+    try:
+        return zoneinfo.ZoneInfo(_JAVA_SHORT_ZONE_IDS.get(name, name))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def spark_timestamp(text: str) -> datetime.datetime | None:
+    """``text`` as Spark's default timestamp parser reads it (``2024``, ``2024-2-3 1:2``,
+    ``10:00:00`` today, ``...:00.5 Europe/Paris``), an instant; None if it reads none (or a year
+    Python's datetime does not hold, past 9999)."""
+    text = text.strip(_JAVA_TRIMMED)
+    match = _LENIENT_TIMESTAMP_TEXT.fullmatch(text)
+    if match is None:
+        return None
+    time = match["time"] or match["time_only"]
+    if match["time_only"] and ":" not in time and not text.startswith("T"):
+        return None  # a number alone is no time
+    if match["zone"] and (time is None or time.count(":") != 2):
+        return None  # Spark takes a zone only after the seconds
+    zone = _zone(match["zone"])
+    if zone is None:
+        return None
+    clock, _, fraction = (time or "0").partition(".")
+    hour, minute, second = (int(part) for part in (clock.split(":") + ["0", "0"])[:3])
+    try:
+        day = (datetime.datetime.now(zone).date() if match["year"] is None
+               else datetime.date(int(match["year"]), int(match["month"] or 1), int(match["day"] or 1)))
+        return datetime.datetime(day.year, day.month, day.day, hour, minute, second,
+                                 int(fraction[:6].ljust(6, "0")), tzinfo=zone)
+    except ValueError:  # out of range: 2024-02-30, 25:00, year 0
+        return None
+
+
+def spark_text_value(text: str, kind: pa.DataType) -> Any:
+    """A csv value pyarrow did not convert to ``kind``, as Spark's csv reader reads it; None if it
+    reads none."""
+    if pa.types.is_integer(kind):
+        value = java_integer(text, kind.bit_width)
+    elif pa.types.is_floating(kind):
+        value = java_double(text)
+    elif pa.types.is_boolean(kind):
+        value = {"true": True, "false": False}.get(text.lower())
+    elif pa.types.is_decimal(kind):
+        value = decimal.Decimal(text) if BIG_DECIMAL_TEXT.fullmatch(text) else None
+    elif pa.types.is_timestamp(kind) and kind.tz is not None:  # timestamp_ntz: Spark takes no zone
+        value = spark_timestamp(text)
+    else:
+        value = None
+    try:
+        return None if value is None else pa.scalar(value, kind).as_py()
+    except (pa.ArrowInvalid, OverflowError):  # e.g. more digits than the decimal holds
+        return None
