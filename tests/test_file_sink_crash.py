@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
+import io
 import os
 
 import pyarrow.parquet as pq
@@ -10,6 +10,7 @@ import pytest
 from test_file_sink import visible_files
 
 from connectors.files import finish
+from connectors.files.source.compression import codec_of, decompressing
 
 
 @pytest.mark.crash
@@ -25,18 +26,19 @@ def test_row_format_sigkill_mid_batch_exactly_once(crash_harness, tmp_path):
 
 
 @pytest.mark.crash
-def test_csv_header_gzip_compaction_sigkill_exactly_once(crash_harness, spark, tmp_path):
+@pytest.mark.parametrize("compression", ["gzip", "snappy"])  # a gzip member / Hadoop blocks per append
+def test_csv_header_compressed_compaction_sigkill_exactly_once(crash_harness, spark, tmp_path, compression):
     out = tmp_path / "out"
-    harness = crash_harness(
-        "jobs.file_sink:numbers_to_csv_header", out=str(out), end=7999, rows_per_batch=1000, part_size="8k"
-    )
+    harness = crash_harness("jobs.file_sink:numbers_to_csv_header", out=str(out), end=7999, rows_per_batch=1000,
+                            part_size="8k", compression=compression)
     report = harness.run(kills=3, kill_at="mid-batch", seed=3)
     assert report.kills == 3
     finish(str(out))
     files = visible_files(out)
     assert len(files) < 8  # 8 batches x 2 partitions, rolled at 8k and compacted
     for path in files:  # the header exactly once, at the start of each finished file
-        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+        assert codec_of(path.name) == compression
+        lines = decompressing(io.BytesIO(path.read_bytes()), compression).read().decode().splitlines()
         assert lines[0] == '"value";"name"' and lines.count(lines[0]) == 1
     rows = spark.read.option("header", "true").option("sep", ";").csv(str(out)).collect()
     assert sorted(int(r.value) for r in rows) == list(range(8000))

@@ -33,9 +33,9 @@ def numbers_to_csv(spark, checkpoint, out, end, rows_per_batch, part_size):
     )
 
 
-def numbers_to_csv_header(spark, checkpoint, out, end, rows_per_batch, part_size):
-    """csv with a header and gzip, parts compacted when they roll (the default): kills hit header
-    writes, appends, and concatenations logged but not yet published."""
+def numbers_to_csv_header(spark, checkpoint, out, end, rows_per_batch, part_size, compression):
+    """csv with a header, compressed, parts compacted when they roll (the default): kills hit
+    header writes, appends, and concatenations logged but not yet published."""
     return (
         mark_batches(_numbers(spark, end, rows_per_batch))
         .selectExpr("value", "concat('n;', value) AS name")
@@ -44,8 +44,8 @@ def numbers_to_csv_header(spark, checkpoint, out, end, rows_per_batch, part_size
         .option("fileFormat", "csv")
         .option("header", "true")
         .option("sep", ";")
-        .option("compression", "gzip")
-        .option("partSuffix", ".csv.gz")
+        .option("compression", compression)
+        .option("partSuffix", ".csv")  # the codec's extension is appended
         .option("bucketAssigner", "basePath")
         .option("partSize", part_size)
         .option("checkpointLocation", checkpoint)
