@@ -650,19 +650,24 @@ class Decoder:
         return self._per_record(bodies.to_pylist())
 
     def decode_block(self, count: int, data: bytes) -> pa.Array:
-        """The records of one uncompressed container block (an Avro file's), read with the writer schema."""
+        """The records of one uncompressed container block (an Avro file's), resolved to the reader schema."""
         header, sync = self._header
         block = header + container_block(count, data, sync)
+        reader = self.writer if self.reader is None else self.reader
         if self.columnar:
             from polars.exceptions import PanicException  # noqa: PLC0415
 
             try:
-                return _resolve(_polars_read(block), self.writer, self.writer, self.target)
+                return _resolve(_polars_read(block), self.writer, reader, self.target)
             except (PanicException, Exception):  # noqa: BLE001 - fastavro gives the reason, if any
                 pass
-        untag = self._untag_writer
-        rows = fastavro.reader(io.BytesIO(block), return_named_type=untag is not None)
-        return pa.array([untag(row) for row in rows] if untag else list(rows), self.target)
+        untag = self._untag_reader
+        try:
+            rows = list(fastavro.reader(io.BytesIO(block), reader_schema=self._fastavro_reader,
+                                        return_named_type=untag is not None))
+        except fastavro.read.SchemaResolutionError as exc:  # not a corrupt file: the schemas do not match
+            raise AvroTypeError(f"the file's Avro schema cannot be resolved to the reader schema: {exc}") from None
+        return pa.array([untag(row) for row in rows] if untag else rows, self.target)
 
     def _columnar(self, bodies: pa.Array) -> pa.Array:
         width = np.int64 if pa.types.is_large_binary(bodies.type) else np.int32

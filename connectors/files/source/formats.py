@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import csv
 import dataclasses
 import io
 import json
@@ -77,6 +78,15 @@ class FilePartition(InputPartition):
         self.splits = tuple(splits)
 
 
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is not a number (allowNonNumericNumbers is off)")
+
+
+class CsvRecordError(ValueError):
+    """What fails Spark's csv read whatever the mode: a record past maxColumns or maxCharsPerColumn,
+    a header unlike the schema with enforceSchema=false."""
+
+
 class MalformedRecordError(ValueError):
     """FAILFAST: a record that does not parse; the message names the file and the line."""
 
@@ -93,10 +103,18 @@ class JsonSyntax:
     comments: bool = False
     unquoted_field_names: bool = False
     numeric_leading_zeros: bool = False
+    backslash_any: bool = False  # allowBackslashEscapingAnyCharacter
+    control_chars: bool = False  # allowUnquotedControlChars
+    non_numeric: bool = True  # allowNonNumericNumbers
 
     @property
     def lenient(self) -> bool:
-        return self.single_quotes or self.comments or self.unquoted_field_names or self.numeric_leading_zeros
+        return (self.single_quotes or self.comments or self.unquoted_field_names or self.numeric_leading_zeros
+                or self.backslash_any or self.control_chars or self.non_numeric)
+
+    def loads(self, text: str, parse_float: Callable[[str], Any] | None = None) -> Any:
+        """``json.loads``, which takes NaN, Infinity and -Infinity only where allowNonNumericNumbers is on."""
+        return json.loads(text, parse_float=parse_float, parse_constant=None if self.non_numeric else _not_a_number)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,10 +144,15 @@ class ReadSpec:
     negative_inf: str = "-Inf"
     line_sep: str | None = None  # None: \n (a \r before it is dropped)
     json_syntax: JsonSyntax = JsonSyntax()
+    whole_text: bool = False  # text: a file is one row
+    enforce_schema: bool = True  # csv: false checks each file's header against the schema
+    max_columns: int = 20480  # csv: Spark's limits of a record's values and of a value's characters
+    max_chars_per_column: int = -1
     date_format: str | None = None  # csv/json: Java patterns of date, timestamp, timestamp_ntz values
     timestamp_format: str | None = None
     timestamp_ntz_format: str | None = None
     multi_line: bool = False
+    avro_schema: str | None = None  # avroSchema: the reader schema files are resolved to
     storage_options: dict | None = None
     partition_bases: tuple[str, ...] = ()  # where the walk up a file's key=value directories stops
     partition_values: partitions.Values = ()  # of the file read (for_file): columns of the schema only
@@ -326,16 +349,19 @@ class CsvParser:
         self.specials = [(text, value) for text, default, value in (
             (spec.nan_value, "NaN", "NaN"), (spec.positive_inf, "Inf", "inf"), (spec.negative_inf, "-Inf", "-inf"),
         ) if text != default]
-        # Columns read as text, for those options to replace values before they are converted.
-        self.as_text = {f.name for f in self.schema
-                        if spec.empty_value is not None or (self.specials and pa.types.is_floating(f.type))}
+        # Columns read as text, for those options to replace values before they are converted (and
+        # for maxCharsPerColumn to measure them).
+        self.as_text = {f.name for f in self.schema if spec.empty_value is not None or spec.max_chars_per_column >= 0
+                        or (self.specials and pa.types.is_floating(f.type))}
 
     def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
+        too_wide = []  # pyarrow drops what the handler raises: records past maxColumns, failed after
+
         def invalid(row) -> str:
-            bad.append(Malformed(row.number or 0, row.text))
+            (too_wide if row.actual_columns > self.spec.max_columns else bad).append(Malformed(row.number or 0, row.text))
             return "skip"
 
-        return pacsv.read_csv(
+        table = pacsv.read_csv(
             io.BytesIO(block),
             read_options=pacsv.ReadOptions(
                 column_names=self.schema.names, skip_rows=skip, encoding=self.spec.encoding,
@@ -347,6 +373,29 @@ class CsvParser:
                 quoted_strings_can_be_null=False,
             ),
         )
+        if too_wide or (table.num_rows and len(self.schema) > self.spec.max_columns):  # Spark's parser fails, any mode
+            record = repr(too_wide[0].text[:200]) if too_wide else f"{len(self.schema)} values (the schema's columns)"
+            raise CsvRecordError(f"a record has more values than maxColumns = {self.spec.max_columns}: {record}")
+        if self.spec.max_chars_per_column >= 0:
+            for name in self.as_text:
+                longest = pc.max(pc.utf8_length(table.column(name))).as_py()
+                if longest is not None and longest > self.spec.max_chars_per_column:
+                    raise CsvRecordError(f"a value of column {name!r} has {longest} characters, more than "
+                                         f"maxCharsPerColumn = {self.spec.max_chars_per_column}")
+        return table
+
+    def _check_header(self, line: str) -> None:
+        """enforceSchema=false: the header names the schema's columns, in order, in any case (Spark's
+        CSVHeaderChecker, spark.sql.caseSensitive off)."""
+        header, names = header_tokens(line, self.spec.separator, self.spec.quote), self.schema.names
+        if len(header) != len(names):
+            raise CsvRecordError(f"the header has {len(header)} columns, the schema {len(names)} (enforceSchema=false)."
+                                 f" Header: {', '.join(header)}; schema: {', '.join(names)}")
+        for found, expected in zip(header, names):
+            if found.lower() != expected.lower():
+                raise CsvRecordError(f"the header does not conform to the schema (enforceSchema=false). Header: "
+                                     f"{', '.join(header)}; schema: {', '.join(names)}; expected {expected!r} but "
+                                     f"found {found!r}")
 
     @staticmethod
     def uncommented(block: bytes, comment: str, encoding: str) -> bytes:
@@ -375,6 +424,8 @@ class CsvParser:
         if self.trim is not None:
             block = self.trim(block)
         skip = header_lines(block) if first_block and self.spec.header else 0
+        if skip and not self.spec.enforce_schema:
+            self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
         bad: list[Malformed] = []
         pattern_for = self.spec.pattern_for
         # Dates and timestamps with a pattern are read as text, then parsed by it.
@@ -424,6 +475,11 @@ def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
         parts.append(space + end)
     pattern = re.compile(b"|".join(parts), re.MULTILINE | re.DOTALL)
     return lambda block: pattern.sub(lambda match: match.group(1) or b"", block)
+
+
+def header_tokens(line: str, separator: str, quote: str) -> list[str]:
+    """The values of a csv header line."""
+    return next(csv.reader([line.rstrip("\r")], delimiter=separator, quotechar=quote), [])
 
 
 def header_lines(block: bytes) -> int:
@@ -480,17 +536,19 @@ class JsonParser:
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
         if self.encoding.replace("-", "").upper() != "UTF8":
             block = block.decode(self.encoding, errors="replace").encode("utf-8")
-        try:
-            return self._read(block), []
-        except pa.ArrowInvalid:
-            pass
+        # pyarrow's reader takes NaN and Infinity as numbers: with them off, lines holding them go one by one
+        if self.syntax.non_numeric or not _NON_NUMERIC.search(block):
+            try:
+                return self._read(block), []
+            except pa.ArrowInvalid:
+                pass
         # Some line is not a JSON object of the schema's types: parse the good ones together.
         good, bad = [], []  # (line number, JSON text, the line)
         for number, line in _data_lines(block, 0):
-            text = line if _is_object(line) else strict_json(line, self.syntax) if self.syntax.lenient else None
+            text = line if _is_object(line, self.syntax) else strict_json(line, self.syntax) if self.syntax.lenient else None
             if text == "":
                 continue  # nothing but comments: no record, as in Spark
-            ok = text is line or (text is not None and _is_object(text))
+            ok = text is line or (text is not None and _is_object(text, self.syntax))
             (good if ok else bad).append((number, text or line, line))
         try:
             table = self._read("\n".join(text for _, text, _ in good).encode()) if good else self.schema.empty_table()
@@ -511,18 +569,23 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_NUMBER = re.compile(r"-?0+(?=\d)")  # the sign and leading zeros of a number
 _JSON_NAME = re.compile(r"([A-Za-z_$][\w$]*)\s*:")  # an unquoted field name, as Jackson's (ASCII)
 _JSON_WORD = re.compile(r"[\w$.+-]+")
+_NON_NUMERIC = re.compile(rb"NaN|Infinity")
+_SIGNED_INFINITY = {"+INF": "Infinity", "+Infinity": "Infinity", "-INF": "-Infinity"}  # Jackson's, as JSON's
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_CONTROL_CHAR = re.compile(r"[\x00-\x1f]")
 
 
-def _is_object(text: str) -> bool:
+def _is_object(text: str, syntax: JsonSyntax) -> bool:
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(syntax.loads(text), dict)
     except ValueError:
         return False
 
 
 def strict_json(text: str, syntax: JsonSyntax) -> str | None:
     """``text`` in the JSON of the lenient syntax ``syntax`` allows (Jackson's features behind Spark's
-    allowSingleQuotes, allowComments, allowUnquotedFieldNames, allowNumericLeadingZeros) as
+    allowSingleQuotes, allowComments, allowUnquotedFieldNames, allowNumericLeadingZeros,
+    allowBackslashEscapingAnyCharacter, allowUnquotedControlChars, allowNonNumericNumbers) as
     standard JSON: None where it is not even that. Only lines standard JSON refuses come here."""
     out: list[str] = []
     position, size = 0, len(text)
@@ -532,10 +595,10 @@ def strict_json(text: str, syntax: JsonSyntax) -> str | None:
             match = _JSON_STRING.match(text, position)
             if match is None:
                 return None
-            out.append(match.group())
+            out.append('"' + _string_body(match.group()[1:-1], syntax) + '"')
             position = match.end()
         elif char == "'" and syntax.single_quotes:
-            position = _single_quoted(text, position + 1, out)
+            position = _single_quoted(text, position + 1, out, syntax)
             if position < 0:
                 return None
         elif char == "/" and syntax.comments and text.startswith("/*", position):
@@ -547,14 +610,17 @@ def strict_json(text: str, syntax: JsonSyntax) -> str | None:
         elif char == "/" and syntax.comments and text.startswith("//", position):
             end = text.find("\n", position)  # a line comment ends at the line's end
             position = size if end < 0 else end
-        elif char.isdigit() or char == "-":
+        elif char.isdigit() or char in "+-":
             zeros = _JSON_NUMBER.match(text, position)
             if zeros is not None and syntax.numeric_leading_zeros:
                 out.append("-" if char == "-" else "")
                 position = zeros.end()
                 continue
             word = _JSON_WORD.match(text, position)
-            out.append(word.group() if word else char)
+            if word and syntax.non_numeric:
+                out.append(_SIGNED_INFINITY.get(word.group(), word.group()))
+            else:
+                out.append(word.group() if word else char)
             position = word.end() if word else position + 1
         elif char.isalpha() or char in "_$":
             name = _JSON_NAME.match(text, position) if syntax.unquoted_field_names else None
@@ -571,14 +637,14 @@ def strict_json(text: str, syntax: JsonSyntax) -> str | None:
     return "".join(out).strip()
 
 
-def _single_quoted(text: str, position: int, out: list[str]) -> int:
+def _single_quoted(text: str, position: int, out: list[str], syntax: JsonSyntax) -> int:
     """A string in single quotes from ``position`` (after the quote), appended to ``out`` in double
     quotes; where it ends, or -1 if it does not. ``\\'`` is a quote; other escapes are JSON's."""
-    parts = ['"']
+    parts = []
     while position < len(text):
         char = text[position]
         if char == "'":
-            out.append("".join(parts) + '"')
+            out.append('"' + _string_body("".join(parts), syntax) + '"')
             return position + 1
         if char == "\\":
             escaped = text[position + 1: position + 2]
@@ -588,6 +654,17 @@ def _single_quoted(text: str, position: int, out: list[str]) -> int:
         parts.append('\\"' if char == '"' else char)
         position += 1
     return -1
+
+
+def _string_body(body: str, syntax: JsonSyntax) -> str:
+    """The inside of a JSON string as standard JSON: with allowBackslashEscapingAnyCharacter, an
+    escape JSON has not is the character escaped; with allowUnquotedControlChars, raw control
+    characters are escaped. Left as they are otherwise, for the parser to refuse."""
+    if syntax.backslash_any:
+        body = _ESCAPE.sub(lambda m: m.group() if m.group(1) in '"\\/bfnrtu' else json.dumps(m.group(1))[1:-1], body)
+    if syntax.control_chars:
+        body = _CONTROL_CHAR.sub(lambda m: f"\\u{ord(m.group()):04x}", body)
+    return body
 
 
 def _space(text: str, position: int) -> int:
@@ -854,7 +931,7 @@ class SplitReader:
         else:
             chunks = self._decompressed(decompressing(raw, codec))
         try:
-            if self.spec.multi_line:
+            if self.spec.multi_line or self.spec.whole_text:
                 yield from self._document(b"".join(chunks))
                 return
             parser = PARSERS[self.spec.file_format](self.spec)
@@ -883,11 +960,16 @@ class SplitReader:
             if not self.spec.ignore_corrupt_files:
                 raise
             yield from self._skipped(exc)
+        except CsvRecordError as exc:
+            raise CsvRecordError(f"connectors.files: {self.split.path}: {exc}") from None
 
     def _document(self, data: bytes) -> Iterator[pa.RecordBatch]:
-        """multiLine: the whole file at once. A json document's records are put one per line (a JSON
+        """multiLine, wholetext: the whole file at once. A json document's records are put one per line (a JSON
         value's newlines are only spaces between its tokens) for the json lines reader."""
-        if self.spec.file_format == "csv":
+        if self.spec.file_format == "text":  # an empty file is no row, as in Spark
+            text = [data.decode(self.spec.encoding, errors="replace")] if data else []
+            table, bad = pa.table({"value": pa.array(text, pa.string())}), []
+        elif self.spec.file_format == "csv":
             table, bad = CsvParser(self.spec).parse(data, True)
         else:
             text = data.decode(self.spec.encoding, errors="replace")
@@ -952,8 +1034,9 @@ class SplitReader:
         try:
             schema_json, codec, sync = avro.read_header(raw)
             writer = avro.parse(schema_json)
-            avro.check_readable(writer, self.spec.data_schema, f"connectors.files: {split.path}")
-            decoder = avro.Decoder(schema_json, writer, avro.arrow_type(writer))
+            reader = None if self.spec.avro_schema is None else avro.parse(self.spec.avro_schema)  # None: the writer's
+            avro.check_readable(reader or writer, self.spec.data_schema, f"connectors.files: {split.path}")
+            decoder = avro.Decoder(schema_json, reader, avro.arrow_type(reader or writer))
             decompress = avro.CODECS[codec][1]
             position = raw.tell() if split.start == 0 else _after_sync(raw, split.start, sync, split.size)
             pending: list[bytes] = []
@@ -979,7 +1062,12 @@ class SplitReader:
             yield from self._skipped(error)
 
     def _avro_batch(self, decoder: Decoder, count: int, blocks: list[bytes]) -> pa.RecordBatch:
-        values = decoder.decode_block(count, b"".join(blocks))
+        from connectors.core.avro import AvroTypeError
+
+        try:
+            values = decoder.decode_block(count, b"".join(blocks))
+        except AvroTypeError as exc:  # avroSchema that the file's schema does not resolve to: no corrupt file
+            raise AvroTypeError(f"connectors.files: {self.split.path}: {exc}") from None
         return self.out.build(pa.Table.from_batches([pa.RecordBatch.from_struct_array(values)]))
 
     def _skipped(self, error: CorruptFileError) -> Iterator[pa.RecordBatch]:

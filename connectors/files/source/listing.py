@@ -24,14 +24,15 @@ import itertools
 import os
 import stat
 import time
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import fsspec
 from fsspec.utils import stringify_path
 
 from connectors.core.filesystem import filesystem, full_path, is_local
+from connectors.files.source.spark_texts import spark_timestamp
 
 if TYPE_CHECKING:
     from connectors.files.source.options import FileSourceOptions
@@ -90,6 +91,27 @@ def _mtime_ms(info: dict[str, Any]) -> int:
     return 0
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _micros(text: str) -> int:
+    return (spark_timestamp(text) - _EPOCH) // datetime.resolution
+
+
+def _file_filter(config: FileSourceOptions) -> Callable[[FileStatus], bool] | None:
+    """Spark's modifiedBefore / modifiedAfter (strictly, in microseconds) and avro's ignoreExtension."""
+    tests: list[Callable[[FileStatus], bool]] = []
+    if config.modified_before is not None:
+        before = _micros(config.modified_before)
+        tests.append(lambda f: f.mtime_ms * 1000 < before)
+    if config.modified_after is not None:
+        after = _micros(config.modified_after)
+        tests.append(lambda f: f.mtime_ms * 1000 > after)
+    if not config.ignore_extension:
+        tests.append(lambda f: f.path.endswith(".avro"))
+    return (lambda f: all(test(f) for test in tests)) if tests else None
+
+
 @dataclasses.dataclass
 class _Directory:
     mtime_ns: int
@@ -103,10 +125,11 @@ class FileLister:
     """Lists the files under ``paths``; keep one instance to make later listings incremental."""
 
     def __init__(self, paths: Iterable[str], *, recursive: bool = True, name_glob: str | None = None,
-                 storage_options: dict | None = None):
+                 storage_options: dict | None = None, accept: Callable[[FileStatus], bool] | None = None):
         self.paths = [stringify_path(p) for p in paths]
         self.recursive = recursive
         self.name_glob = name_glob
+        self.accept = accept  # files given by path too are subject to it, as to Spark's path filters
         self.storage_options = storage_options
         self.files: dict[str, FileStatus] = {}  # the listing: path -> status (do not modify)
         self._copies: dict[str, int] = {}  # path -> how many places list it, when more than one
@@ -117,7 +140,7 @@ class FileLister:
     @classmethod
     def of_source(cls, config: FileSourceOptions, paths: Iterable[str]) -> FileLister:
         return cls(paths, recursive=config.recursive_file_lookup, name_glob=config.path_glob_filter,
-                   storage_options=config.storage_options)
+                   storage_options=config.storage_options, accept=_file_filter(config))
 
     def list(self) -> dict[str, FileStatus]:
         """Path -> status of every visible file now (deduplicated across overlapping paths)."""
@@ -143,6 +166,8 @@ class FileLister:
         return self.name_glob is None or fnmatch.fnmatchcase(name, self.name_glob)
 
     def _add(self, status: FileStatus, changes: Changes) -> None:
+        if self.accept is not None and not self.accept(status):
+            return
         if status.path in self.files:
             self._copies[status.path] = self._copies.get(status.path, 1) + 1
         else:

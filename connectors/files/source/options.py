@@ -7,6 +7,8 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from pyspark.sql.types import StructType
+
 from connectors.core.filesystem import STORAGE_OPTIONS, parse_storage_options
 from connectors.core.options import (
     OptionError,
@@ -23,8 +25,10 @@ from connectors.core.options import (
 )
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimePattern
+from connectors.files.source.spark_texts import spark_timestamp
 
 FORMATS = ("text", "csv", "json", "parquet", "avro")
+SAMPLED_ALL = 0.99  # a samplingRatio above it samples nothing out, as in Spark
 
 
 def _not_empty(value: str) -> None:
@@ -34,6 +38,56 @@ def _not_empty(value: str) -> None:
 
 def _date_time_pattern(text: str) -> str:
     DateTimePattern.of(text)  # an unsupported letter fails here, at query start
+    return text
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be more than 0 (Spark's sample of no row infers no column)")
+    return value
+
+
+def _unlimited_or_non_negative(value: int) -> None:
+    if value < -1:
+        raise ValueError("must be -1 (no limit) or a number of characters")
+
+
+def _unescaped_quote_handling(text: str) -> str:
+    value = choice("STOP_AT_DELIMITER", "STOP_AT_CLOSING_QUOTE", "BACK_TO_DELIMITER", "SKIP_VALUE", "RAISE_ERROR")(text)
+    if value != "STOP_AT_DELIMITER":
+        # pyarrow's parser has one fixed way to read a stray quote, and reports none
+        raise ValueError("only STOP_AT_DELIMITER (Spark's default) is supported: pyarrow's csv parser cannot read "
+                         "a quote inside a value the other ways; fix the quoting of the files, or read them with "
+                         "spark.read.csv")
+    return value
+
+
+def _locale(text: str) -> str:
+    # Spark parses numbers and month and day names by the locale: only en-US's are implemented
+    if text.strip().replace("_", "-").lower() != "en-us":
+        raise ValueError("only en-US (Spark's default) is supported: the number formats and month and day "
+                         "names of other locales are not implemented; read such files with spark.read")
+    return text
+
+
+def _modification_time(text: str) -> str:
+    # kept as text, parsed again when listing: a time alone (10:00:00) is today's, as in Spark
+    if spark_timestamp(text) is None:
+        raise ValueError("not a timestamp; the expected format is YYYY-MM-DDTHH:mm:ss (as Spark), "
+                         "in UTC unless it has an offset or a zone")
+    return text
+
+
+def _avro_schema(text: str) -> str:
+    from connectors.core import avro  # fastavro: only where Avro is read
+
+    try:
+        columns = avro.read_type(avro.parse(text))  # a type Spark cannot hold fails at query start
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(columns, StructType):
+        raise ValueError("must be an Avro record (its fields are the columns), as in Spark")
     return text
 
 
@@ -49,6 +103,29 @@ class FileSourceOptions(Options):
     )
     path_glob_filter: str | None = option(
         "pathGlobFilter", default=None, doc="only file names matching this glob, e.g. *.csv"
+    )
+    modified_before: str | None = option(
+        "modifiedBefore", _modification_time, default=None,
+        doc="batch reads: only files modified before this time, e.g. 2024-05-01T08:00:00 (UTC unless an offset is given)",
+    )
+    modified_after: str | None = option(
+        "modifiedAfter", _modification_time, default=None,
+        doc="batch reads: only files modified after this time, e.g. 2024-05-01T08:00:00 (UTC unless an offset is given)",
+    )
+    file_name_only: bool = option(
+        "fileNameOnly", parse_bool, default=False,
+        doc="streams: a file is new unless a file of the same name (not path) was read",
+    )
+    merge_schema: bool = option(
+        "mergeSchema", parse_bool, default=False,
+        doc="parquet inference: merge the schemas of all files (else the first file's)",
+    )
+    avro_schema: str | None = option(
+        "avroSchema", _avro_schema, default=None,
+        doc="avro: reader schema (Avro JSON) that files are resolved to by Avro's rules; gives the columns",
+    )
+    ignore_extension: bool = option(
+        "ignoreExtension", parse_bool, default=True, doc="avro: false reads only files named *.avro (deprecated in Spark)",
     )
     base_path: str | None = option(
         "basePath", default=None,
@@ -153,6 +230,48 @@ class FileSourceOptions(Options):
         "dropFieldIfAllNull", parse_bool, default=False,
         doc="json inference: drop columns only ever null, [] or {} (else they are string)",
     )
+    whole_text: bool = option(
+        "wholetext", parse_bool, default=False, doc="text: each file is one row, its whole content (lineSep unused)",
+    )
+    allow_backslash_escaping_any_character: bool = option(
+        "allowBackslashEscapingAnyCharacter", parse_bool, default=False,
+        doc="json: a backslash before any character in a string is that character (\\$ is $)",
+    )
+    allow_unquoted_control_chars: bool = option(
+        "allowUnquotedControlChars", parse_bool, default=False,
+        doc="json: strings may hold raw control characters (a tab)",
+    )
+    allow_non_numeric_numbers: bool = option(
+        "allowNonNumericNumbers", parse_bool, default=True,
+        doc="json: NaN, Infinity, +Infinity, -Infinity, +INF, -INF are numbers",
+    )
+    sampling_ratio: float = option(
+        "samplingRatio", _ratio, default=1.0,
+        doc="csv/json inference: the fraction of the sampled lines used (Spark's seeded choice)",
+    )
+    prefer_date: bool = option(
+        "preferDate", parse_bool, default=True,
+        doc="csv inference: date-like values are date (false: timestamp, or string if no timestamp reads them)",
+    )
+    enforce_schema: bool = option(
+        "enforceSchema", parse_bool, default=True,
+        doc="csv with header: false checks each file's header names against the schema, and fails if they differ",
+    )
+    max_columns: int = option("maxColumns", parse_int, default=20480, checks=[positive],
+                              doc="csv: a record with more values fails the read")
+    max_chars_per_column: int = option(
+        "maxCharsPerColumn", parse_int, default=-1, checks=[_unlimited_or_non_negative],
+        doc="csv: a longer value fails the read (-1: no limit)",
+    )
+    unescaped_quote_handling: str = option(
+        "unescapedQuoteHandling", _unescaped_quote_handling, default="STOP_AT_DELIMITER",
+        doc="csv: only Spark's default, STOP_AT_DELIMITER, is supported",
+    )
+    char_to_escape_quote_escaping: str | None = option(
+        "charToEscapeQuoteEscaping", default=None, checks=[single_char],
+        doc="csv: only the escape character itself is supported (which is what it is read as)",
+    )
+    locale: str = option("locale", _locale, default="en-US", doc="csv/json: only en-US (Spark's default)")
     date_format: str | None = option(
         "dateFormat", _date_time_pattern, default=None,
         doc="csv/json: Java pattern of date values, e.g. dd/MM/yyyy (default: ISO yyyy-MM-dd)",
@@ -204,6 +323,13 @@ class FileSourceOptions(Options):
         if self.comment is not None and self.multi_line:
             # a quoted value's line starting with it would be taken for a comment: data lost silently
             raise self.error("comment", "is not supported with multiLine")
+        if self.sampling_ratio <= SAMPLED_ALL and self.multi_line:
+            # Spark samples whole documents (json) or records (csv) then, by another generator
+            raise self.error("samplingRatio", "is not supported with multiLine")
+        if self.char_to_escape_quote_escaping not in (None, self.escape):
+            raise self.error("charToEscapeQuoteEscaping", f"only the escape character ({self.escape!r}) is supported: "
+                             "the csv parser reads an escape character before any character, itself too, as that "
+                             "character")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
         try:
@@ -219,7 +345,8 @@ class FileSourceOptions(Options):
     def splittable_text(self) -> bool:
         """Line-oriented formats whose uncompressed files can be cut into byte ranges."""
         # a custom lineSep is not looked for at a range's edges: such files are read whole
-        return self.file_format in ("text", "csv", "json") and not self.multi_line and self.line_sep is None
+        return (self.file_format in ("text", "csv", "json") and not self.multi_line and not self.whole_text
+                and self.line_sep is None)
 
 
 _JSON_ONLY = ("json",)
@@ -231,6 +358,11 @@ _FORMATS_OF = {
     "allow_single_quotes": _JSON_ONLY, "allow_comments": _JSON_ONLY, "allow_unquoted_field_names": _JSON_ONLY,
     "allow_numeric_leading_zeros": _JSON_ONLY, "primitives_as_string": _JSON_ONLY, "prefers_decimal": _JSON_ONLY,
     "drop_field_if_all_null": _JSON_ONLY,
+    "allow_backslash_escaping_any_character": _JSON_ONLY, "allow_unquoted_control_chars": _JSON_ONLY,
+    "allow_non_numeric_numbers": _JSON_ONLY, "whole_text": ("text",), "sampling_ratio": ("csv", "json"),
+    "prefer_date": ("csv",), "enforce_schema": ("csv",), "max_columns": ("csv",), "max_chars_per_column": ("csv",),
+    "unescaped_quote_handling": ("csv",), "char_to_escape_quote_escaping": ("csv",), "locale": ("csv", "json"),
+    "merge_schema": ("parquet",), "avro_schema": ("avro",), "ignore_extension": ("avro",),
 }  # fmt: skip
 
 

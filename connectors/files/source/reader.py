@@ -18,7 +18,7 @@ import heapq
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -72,6 +72,10 @@ def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
     if config.file_format in ("csv", "json") and is_inferred(schema):
         raise OptionError(FORMAT, "fileFormat", config.file_format,
                           "a stream of csv or json files needs a schema: spark.readStream.schema(...)")
+    for name, value in (("modifiedBefore", config.modified_before), ("modifiedAfter", config.modified_after)):
+        if value is not None:
+            raise config.error(name, "is not allowed in file stream sources (as in Spark): a stream reads each new "
+                                     "file once; use maxFileAge, or filter on a fileModificationTimeColumn")
     _check_archive_dir(config, paths)
     return FileStreamReader(config, paths, read_spec(config, paths, schema))
 
@@ -296,8 +300,12 @@ class DirectoryMonitor:
     def _digest(self, path: str) -> bytes:
         found = self._digests.get(path)
         if found is None:
-            found = self._digests[path] = digest(path)
+            found = self._digests[path] = self._identity_digest(path)
         return found
+
+    def _identity_digest(self, path: str) -> bytes:
+        """What tells files apart: the path, or with fileNameOnly the name alone (Spark's getName)."""
+        return digest(path.rstrip("/").rsplit("/", 1)[-1] if self.config.file_name_only else path)
 
     def freeze(self) -> None:
         """Trigger.AvailableNow: only the files visible now are read, then the query ends."""
@@ -311,6 +319,10 @@ class DirectoryMonitor:
         key = offset["seen"]
         state = self._states.get(key)
         if state is None:
+            if offset["files"] and offset.get("fileNameOnly", False) != self.config.file_name_only:
+                # the seen files are digests of names or of paths: the other kind would match none
+                raise self.config.error("fileNameOnly", "differs from the setting the checkpoint was written with; "
+                                                        "start the query with a new checkpoint to change it")
             state = SeenFiles.from_offset(offset)
             self._remember(key, state)
         return state
@@ -337,7 +349,7 @@ class DirectoryMonitor:
         if not admitted and late == state.late_files:
             return start
         end_state = state.admit(((self._digest(f.path), f.mtime_ms) for f in admitted), self.lateness_ms, late)
-        end = end_state.to_offset()
+        end = {**end_state.to_offset(), **({"fileNameOnly": True} if self.config.file_name_only else {})}
         self._remember(end["seen"], end_state)
         self._batches[end["seen"]] = admitted
         while len(self._batches) > 16:  # offsets computed but never run (a later call won)
@@ -373,7 +385,7 @@ class DirectoryMonitor:
             candidates.sort(key=lambda f: (-f.mtime_ms, f.path))
         else:
             candidates.sort(key=lambda f: (f.mtime_ms, f.path))
-        return candidates
+        return _first_of_each(candidates, self._digest) if self.config.file_name_only else candidates
 
     @staticmethod
     def _admit(candidates: list[FileStatus], limit: ReadLimit) -> list[FileStatus]:
@@ -404,12 +416,16 @@ class DirectoryMonitor:
             return []
         self._list(force=True)
         times = {end_state.seen[d] for d in wanted}  # hash only the paths with a batch file's time
-        files = [f for p, f in self.lister.files.items() if f.mtime_ms in times and digest(p) in wanted]
+        listed = sorted(self.lister.files.values(), key=lambda f: (f.mtime_ms, f.path))
+        stamped: dict[bytes, FileStatus] = {}  # identity -> the first file listed with its admitted time
+        for f in listed:
+            if f.mtime_ms in times and (d := self._identity_digest(f.path)) in wanted and end_state.seen[d] == f.mtime_ms:
+                stamped.setdefault(d, f)
+        files = list(stamped.values())
         if len(files) != len(wanted):
             # A file touched or appended to since the batch was planned has another time now; a
             # file is its path (the batch read it, it is not new), so look again by path alone.
-            files = [f for p, f in self.lister.files.items() if digest(p) in wanted]
-        files.sort(key=lambda f: (f.mtime_ms, f.path))
+            files = _first_of_each([f for f in listed if self._identity_digest(f.path) in wanted], self._identity_digest)
         if len(files) != len(wanted):
             message = (f"{FORMAT}: {len(wanted) - len(files)} of the {len(wanted)} files of the batch being "
                        "replayed after a restart are gone; they were deleted or moved outside the source")
@@ -423,6 +439,13 @@ class DirectoryMonitor:
         files = self._batches.pop(end["seen"], None)
         if files and self.config.clean_source != "off":
             SourceCleaner(self.config).clean(files)
+
+
+def _first_of_each(files: list[FileStatus], identity: Callable[[str], bytes]) -> list[FileStatus]:
+    """The first file of each identity: with fileNameOnly, of same-named files a batch takes one
+    (the others are then seen), so that its replay after a restart finds exactly its files."""
+    taken: set[bytes] = set()
+    return [f for f in files if (key := identity(f.path)) not in taken and not taken.add(key)]
 
 
 class SourceCleaner:

@@ -1,7 +1,8 @@
 """The source's schema: inference for batch reads, and checks of a user schema against the options.
 
 Text has the fixed column ``value string``. Parquet and Avro files carry their schema (the first
-file's is used). CSV and JSON are sampled (the first MiB of the first few files) for batch reads; a stream
+file's is used; every file's merged with parquet's ``mergeSchema``; ``avroSchema`` replaces it).
+CSV and JSON are sampled (the first MiB of the first few files) for batch reads; a stream
 needs a user schema for them (``spark.readStream.schema(...)``), as in Spark, because a schema
 guessed from whatever files exist when the query first starts would silently change between
 restarts. Inferred schemas are marked in their first field's metadata so the stream side can tell.
@@ -9,11 +10,9 @@ restarts. Inferred schemas are marked in their first field's metadata so the str
 
 from __future__ import annotations
 
-import csv
 import datetime
 import functools
 import io
-import json
 import re
 from decimal import Decimal
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +30,7 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
+    MapType,
     NullType,
     StringType,
     StructField,
@@ -52,28 +52,40 @@ from connectors.files.source.formats import (
     ReadSpec,
     document_records,
     header_lines,
+    header_tokens,
     open_parquet,
     separated,
     strict_json,
     white_space_trimmer,
 )
 from connectors.files.source.listing import FileLister, FileStatus
-from connectors.files.source.options import FileSourceOptions
+from connectors.files.source.options import SAMPLED_ALL, FileSourceOptions
+from connectors.files.source.sampling import LineSample
 
 SAMPLE_BYTES = 1 << 20
 SAMPLE_FILES = 8
 INFERRED = "connectors.files.inferred"
 
 
-def _sample(file: FileStatus, config: FileSourceOptions) -> bytes:
-    """The first ~MiB of a file's (decompressed) content, cut after its last complete line; with
-    multiLine the whole file, as a record may span any number of lines."""
+def _line_sample(config: FileSourceOptions) -> LineSample | None:
+    return LineSample(config.sampling_ratio) if config.sampling_ratio <= SAMPLED_ALL else None
+
+
+def _sample(file: FileStatus, config: FileSourceOptions, lines: LineSample | None = None) -> bytes:
+    """The first ~MiB of a file's (decompressed) content, cut after its last complete line, and of
+    its lines those ``lines`` samples (samplingRatio); with multiLine the whole file, as a record may
+    span any number of lines."""
     fs, path = filesystem(file.path, config.storage_options)
     with fs.open(path, "rb") as raw:
         data = decompressing(raw, codec_of(file.path)).read(-1 if config.multi_line else SAMPLE_BYTES)
     separator = (config.line_sep or "\n").encode(config.encoding)
     if len(data) == SAMPLE_BYTES and separator in data and not config.multi_line:
         data = data[: data.rfind(separator) + len(separator)]
+    if lines is not None:  # Spark samples the lines as they are in the file
+        comment = (config.comment or "").encode(config.encoding)
+        header = ((lambda line: bool(line.strip(b"\r")) and not (comment and line.startswith(comment)))
+                  if config.header and config.file_format == "csv" else None)
+        data = lines.lines(data, separator, header)
     if config.line_sep is not None and config.file_format != "text":
         data, _ = separated(data, separator, config.file_format, config.encoding)
     if config.comment is not None:
@@ -99,11 +111,12 @@ class SchemaInference:
         if self.config.file_format == "text":
             fields = [StructField("value", StringType())]
         else:
-            if not files:
+            if not files and self.config.avro_schema is None:  # avroSchema gives the columns, as in Spark
                 raise OptionError(FORMAT, "path", ", ".join(self.paths),
                                   f"no {self.config.file_format} files to infer a schema from; give a schema with .schema(...)")
             readers = {"parquet": self._parquet, "json": self._json, "csv": self._csv, "avro": self._avro}
-            arrow = readers[self.config.file_format](files[:SAMPLE_FILES])
+            # mergeSchema reads every footer, as Spark's
+            arrow = readers[self.config.file_format](files if self.config.merge_schema else files[:SAMPLE_FILES])
             # prefer_timestamp_ntz as Spark 4.2+ defaults it (4.1 did not): the same schema on every line
             fields = from_arrow_schema(arrow, prefer_timestamp_ntz=True).fields
         # As Spark: partition columns come last, and one named like a data column replaces it.
@@ -115,7 +128,20 @@ class SchemaInference:
         return self._with_metadata_columns(schema)
 
     def _parquet(self, files: list[FileStatus]) -> pa.Schema:
-        fs, path = filesystem(files[0].path, self.config.storage_options)
+        if not self.config.merge_schema:
+            return self._parquet_schema(files[0])
+        merged = StructType([])
+        for file in files:
+            schema = from_arrow_schema(self._parquet_schema(file), prefer_timestamp_ntz=True)
+            try:
+                merged = _merged(merged, schema)
+            except _MergeConflict as exc:
+                raise OptionError(FORMAT, "mergeSchema", "true", f"cannot merge the schema of {file.path} with the "
+                                  f"files' before it: {exc} (Spark's CANNOT_MERGE_SCHEMAS)") from None
+        return arrow_schema(merged)
+
+    def _parquet_schema(self, file: FileStatus) -> pa.Schema:
+        fs, path = filesystem(file.path, self.config.storage_options)
         with fs.open(path, "rb") as raw:
             parquet = open_parquet(raw)
             physical = iter([parquet.schema.column(i).physical_type for i in range(len(parquet.schema))])
@@ -124,6 +150,8 @@ class SchemaInference:
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
         from connectors.core import avro  # fastavro: only where an Avro schema is read
 
+        if self.config.avro_schema is not None:
+            return arrow_schema(avro.read_type(avro.parse(self.config.avro_schema)))
         fs, path = filesystem(files[0].path, self.config.storage_options)
         try:
             with fs.open(path, "rb") as raw:
@@ -141,9 +169,10 @@ class SchemaInference:
         corrupt = False
         syntax = json_syntax(config)
         # prefersDecimal: a number's digits say its decimal type
-        parse = functools.partial(json.loads, parse_float=Decimal) if config.prefers_decimal else json.loads
+        parse = functools.partial(syntax.loads, parse_float=Decimal if config.prefers_decimal else None)
+        lines = _line_sample(config)
         for file in files:
-            for line in _sample(file, config).decode(config.encoding, errors="replace").splitlines():
+            for line in _sample(file, config, lines).decode(config.encoding, errors="replace").splitlines():
                 if not line.strip():
                     continue
                 try:
@@ -177,14 +206,15 @@ class SchemaInference:
         sample = _sample(files[0], config)
         first = header_lines(sample) - 1 if config.header else 0  # the header, or the first line
         first_line = sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace")
-        tokens = next(csv.reader([first_line.rstrip("\r")], delimiter=config.separator, quotechar=config.quote), [])
+        tokens = header_tokens(first_line, config.separator, config.quote)
         names = [token or f"_c{i}" for i, token in enumerate(tokens)] if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
             return pa.schema([(name, pa.string()) for name in names])
         inference = CsvInference(config)
         types: list[DataType] = [NullType()] * len(names)
+        lines = _line_sample(config)  # the names come from the first line whatever is sampled, as in Spark
         for file in files:  # one fold over every file, as Spark's over a partition of small files
-            data = sample if file is files[0] else _sample(file, config)
+            data = sample if file is files[0] and lines is None else _sample(file, config, lines)
             table = pacsv.read_csv(
                 io.BytesIO(data),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=header_lines(data) if config.header else 0,
@@ -222,6 +252,29 @@ def _int96_as_instants(kind: pa.DataType, physical: Iterator[str]) -> pa.DataTyp
     if next(physical) == "INT96" and pa.types.is_timestamp(kind):
         return pa.timestamp(kind.unit, "UTC")
     return kind
+
+
+class _MergeConflict(ValueError):
+    pass
+
+
+def _merged(left: DataType, right: DataType) -> DataType:
+    """Spark's ``StructType.merge``: struct fields by name (new ones last), arrays and maps by their
+    parts, other types only with themselves: no widening, not even int to bigint."""
+    if isinstance(left, StructType) and isinstance(right, StructType):
+        others = {f.name: f for f in right.fields}
+        fields = [StructField(f.name, _merged(f.dataType, others[f.name].dataType), f.nullable or others[f.name].nullable)
+                  if f.name in others else f for f in left.fields]
+        names = set(left.fieldNames())
+        return StructType(fields + [f for f in right.fields if f.name not in names])
+    if isinstance(left, ArrayType) and isinstance(right, ArrayType):
+        return ArrayType(_merged(left.elementType, right.elementType), left.containsNull or right.containsNull)
+    if isinstance(left, MapType) and isinstance(right, MapType):
+        return MapType(_merged(left.keyType, right.keyType), _merged(left.valueType, right.valueType),
+                       left.valueContainsNull or right.valueContainsNull)
+    if left != right:
+        raise _MergeConflict(f"incompatible data types {left.simpleString()} and {right.simpleString()}")
+    return left
 
 
 _MAX_DIGITS = 38  # of a Spark decimal
@@ -337,6 +390,7 @@ class CsvInference:
 
     def __init__(self, config: FileSourceOptions):
         self.null_value = config.null_value
+        self.prefer_date = config.prefer_date
         self.float_texts = {config.nan_value, config.positive_inf, config.negative_inf}
         self.patterns = {kind: DateTimePattern.of(pattern) for kind, pattern in (
             (pa.date32(), config.date_format), (pa.timestamp("us", "UTC"), config.timestamp_format)) if pattern}
@@ -368,7 +422,9 @@ class CsvInference:
                 return lambda row, text: parsed[kind][row]
             return lambda row, text: default(text)
 
-        date = by_pattern(pa.date32(), lambda text: bool((m := _ISO_DATE_TEXT.fullmatch(text)) and _valid_date(*m.groups())))
+        # preferDate=false: no value is a date, dates are tried as timestamps (Spark's tryParseDouble)
+        date = (by_pattern(pa.date32(), lambda text: bool((m := _ISO_DATE_TEXT.fullmatch(text)) and _valid_date(*m.groups())))
+                if self.prefer_date else lambda row, text: False)
         timestamp = by_pattern(pa.timestamp("us", "UTC"), lambda text: spark_timestamp(text) is not None)
 
         def when(test: Callable[[int, str], bool], kind: DataType) -> Callable[[int, str], DataType | None]:
@@ -423,7 +479,8 @@ def partition_bases(config: FileSourceOptions, paths: Sequence[str]) -> tuple[st
 
 def json_syntax(config: FileSourceOptions) -> JsonSyntax:
     return JsonSyntax(config.allow_single_quotes, config.allow_comments, config.allow_unquoted_field_names,
-                      config.allow_numeric_leading_zeros)
+                      config.allow_numeric_leading_zeros, config.allow_backslash_escaping_any_character,
+                      config.allow_unquoted_control_chars, config.allow_non_numeric_numbers)
 
 
 def is_inferred(schema: StructType) -> bool:
@@ -455,9 +512,11 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
         ignore_missing_files=config.ignore_missing_files, comment=config.comment, empty_value=config.empty_value,
         trim_leading=config.ignore_leading_white_space, trim_trailing=config.ignore_trailing_white_space,
         nan_value=config.nan_value, positive_inf=config.positive_inf, negative_inf=config.negative_inf,
-        line_sep=config.line_sep, json_syntax=json_syntax(config),
+        line_sep=config.line_sep, json_syntax=json_syntax(config), whole_text=config.whole_text,
+        enforce_schema=config.enforce_schema, max_columns=config.max_columns,
+        max_chars_per_column=config.max_chars_per_column,
         date_format=config.date_format, timestamp_format=config.timestamp_format,
-        timestamp_ntz_format=config.timestamp_ntz_format, multi_line=config.multi_line,
+        timestamp_ntz_format=config.timestamp_ntz_format, multi_line=config.multi_line, avro_schema=config.avro_schema,
         storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
     )
     data = spec.data_schema
