@@ -669,3 +669,24 @@ def test_sigkill_a_glob_stream_of_files_with_one_time_reads_each_once(crash_harn
     assert report.kills == 2
     ids = pq.read_table(out).column("id").to_pylist()
     assert len(ids) == 6000 and sorted(ids) == list(range(6000))
+
+
+@pytest.mark.crash
+def test_sigkill_a_file_name_only_stream_reads_each_name_once(crash_harness, tmp_path):
+    """fileNameOnly: files in two directories, one name landing again later in the other (the same
+    file under another path, for Spark's option); killed twice mid-batch and restarted from the
+    checkpoint: every name is read once, from its first path, and the later copy never."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    for name in ("a", "b"):
+        (source / name).mkdir(parents=True)
+    for n in range(12):
+        land(source / ("a" if n < 6 else "b"), f"{n:02d}.json", json_lines(range(n * 500, n * 500 + 500), f"{n}"))
+    land(source / "b", "00.json", json_lines(range(90_000, 90_010), "copy"))
+    later = os.stat(source / "b" / "11.json").st_mtime_ns + 1_000_000_000
+    os.utime(source / "b" / "00.json", ns=(later, later))
+    harness = crash_harness("jobs.file_source:files_to_parquet", source=str(source), out=str(out), files_per_batch=3,
+                            options={"fileNameOnly": "true", "recursiveFileLookup": "true"})
+    report = harness.run(kills=2, kill_at="mid-batch", seed=13)
+    assert report.kills == 2
+    ids = pq.read_table(out).column("id").to_pylist()
+    assert len(ids) == 6000 and sorted(ids) == list(range(6000))
