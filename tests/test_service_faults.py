@@ -14,8 +14,11 @@ import json
 import re
 import shutil
 import signal
+import socket
+import threading
 import time
 from collections.abc import Callable
+from urllib.parse import urlparse
 
 import pytest
 from jobs.kafka_sink import kafka_to_kafka as kafka_to_kafka_job
@@ -269,6 +272,33 @@ def test_postgres_down_when_a_task_fails_shows_the_tasks_error(spark, database, 
 
 
 # --- S3 --------------------------------------------------------------------------------------
+
+
+def test_proxy_resets_a_connection_waiting_for_its_answer():
+    """A client that sent its request and waits for the answer when the outage starts sees the
+    reset at once: a proxy that left it waiting let an S3 client hang out its 60 s read timeout
+    per pooled connection, past the S3 test's 180 s bound (a flaky failure of that test)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer_late() -> None:
+        conn, _ = server.accept()
+        conn.recv(100)
+        time.sleep(10)  # still thinking when the proxy fails
+        conn.close()
+
+    threading.Thread(target=answer_late, daemon=True).start()
+    proxy = FlakyProxy(f"http://127.0.0.1:{server.getsockname()[1]}")
+    client = socket.create_connection(("127.0.0.1", urlparse(proxy.endpoint_url).port), timeout=5)
+    try:
+        client.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        time.sleep(0.3)
+        proxy.fail("reset")
+        with pytest.raises(ConnectionResetError):
+            client.recv(100)
+    finally:
+        client.close()
+        proxy.stop()
+        server.close()
 
 
 def test_s3_throttling_and_resetting_connections(spark, s3_server, unique, tmp_path):

@@ -141,9 +141,14 @@ class FlakyProxy:
 
 
 def _reset(conn: socket.socket) -> None:
-    """Close ``conn`` with a TCP reset (SO_LINGER 0), as a crashed or overloaded server would."""
+    """Close ``conn`` with a TCP reset (SO_LINGER 0), as a crashed or overloaded server would.
+
+    A ``recv`` blocked on ``conn`` in a pump thread keeps the socket alive past ``close()`` (a
+    client waiting for an answer then waited out its read timeout, 60 s per pooled connection in
+    botocore), so the reader is woken first: ``SHUT_RD`` sends nothing and ends that ``recv``."""
     try:
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        conn.close()
+        conn.shutdown(socket.SHUT_RD)
     except OSError:
         pass
+    conn.close()
