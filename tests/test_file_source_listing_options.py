@@ -1,11 +1,12 @@
 """connectors.files: modifiedBefore/After, fileNameOnly, mergeSchema, avroSchema, ignoreExtension,
-checked against Spark's own readers on the same files."""
+missing paths and empty directories, checked against Spark's own readers on the same files."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 import time
 
 import fastavro
@@ -152,3 +153,38 @@ def test_file_name_only_stream_as_spark(spark, tmp_path):
             (src / "b" / "y.txt").write_text("y\n")
         results[name] = sorted(r.value for r in spark.read.json(str(out)).collect())
     assert results["ours"] == results["spark"] == ["a", "y"]
+
+
+def test_a_missing_path_fails_at_the_start_and_an_empty_directory_reads_no_rows_as_spark(spark, tmp_path):
+    (tmp_path / "empty").mkdir()
+    for path, what in ((tmp_path / "missing", "does not exist"), (tmp_path / "missing" / "*.csv", "matches no file")):
+        with pytest.raises(PySparkException, match="PATH_NOT_FOUND"):
+            spark.read.schema("a int").csv(str(path)).collect()
+        with pytest.raises(PySparkException, match=re.escape(f"option 'path' = '{path}': {what}")):
+            ours(spark, "csv").schema("a int").load(str(path)).collect()
+    with pytest.raises(PySparkException, match=rf"option 'path' = '{tmp_path / 'missing'}': does not exist"):
+        ours(spark, "parquet").load(str(tmp_path / "missing")).collect()  # before inferring a schema
+    empty = str(tmp_path / "empty")
+    assert spark.read.schema("a int").csv(empty).collect() == ours(spark, "csv").schema("a int").load(empty).collect() == []
+
+
+def test_a_stream_fails_on_a_missing_directory_and_takes_a_glob_matching_nothing_yet_as_spark(spark, tmp_path):
+    missing, glob = str(tmp_path / "missing"), str(tmp_path / "later" / "*.csv")
+    with pytest.raises(PySparkException, match="PATH_NOT_FOUND"):
+        spark.readStream.schema("a int").csv(missing)
+    failing = (spark.readStream.format("connectors.files").option("fileFormat", "csv").schema("a int").load(missing)
+               .writeStream.format("noop").start())
+    with pytest.raises(PySparkException, match=rf"option 'path' = '{missing}': does not exist"):
+        failing.awaitTermination(60)
+    query = (spark.readStream.format("connectors.files").option("fileFormat", "csv").schema("a int").load(glob)
+             .writeStream.format("memory").queryName("later_glob").start())
+    try:
+        (tmp_path / "later").mkdir()
+        (tmp_path / "later" / "1.csv").write_text("1\n2\n")
+        deadline = time.monotonic() + 60
+        while spark.table("later_glob").count() < 2:
+            assert time.monotonic() < deadline, "the glob's files were not read"
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    assert sorted(r.a for r in spark.table("later_glob").collect()) == [1, 2]

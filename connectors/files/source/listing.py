@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from connectors.files.source.options import FileSourceOptions
 
 _GLOB_CHARS = frozenset("*?[")
+
+
+def is_glob(path: str) -> bool:
+    return bool(_GLOB_CHARS & set(path))
 _TRUST_DIR_AFTER_NS = 2_000_000_000  # a directory time this much older than our read is settled
 
 
@@ -110,6 +114,21 @@ def _file_filter(config: FileSourceOptions) -> Callable[[FileStatus], bool] | No
     if not config.ignore_extension:
         tests.append(lambda f: f.path.endswith(".avro"))
     return (lambda f: all(test(f) for test in tests)) if tests else None
+
+
+def missing_paths(paths: Iterable[str], storage_options: dict | None, *, unmatched_globs: bool) -> list[str]:
+    """The given paths that name nothing now, Spark's ``PATH_NOT_FOUND``: a path that does not
+    exist and, with ``unmatched_globs`` (batch reads), a glob that matches nothing (a stream's
+    glob may match files only later, as in Spark)."""
+    missing = []
+    for path in paths:
+        fs, own = filesystem(stringify_path(path), storage_options)
+        if is_glob(own):
+            if unmatched_globs and not fs.glob(own):
+                missing.append(path)
+        elif not fs.exists(own):
+            missing.append(path)
+    return missing
 
 
 @dataclasses.dataclass

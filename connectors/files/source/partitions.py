@@ -34,8 +34,8 @@ from pyspark.sql.types import (
 from connectors.core.filesystem import filesystem, full_path
 from connectors.core.options import OptionError
 from connectors.files import FORMAT, partition_directories
+from connectors.files.source.listing import is_glob
 
-_GLOB_CHARS = frozenset("*?[")
 
 Values = tuple[tuple[str, "str | None"], ...]  # (column, raw value or None), top directory first
 
@@ -45,7 +45,7 @@ def bases(paths: Sequence[str], base_path: str | None, storage_options: dict | N
     (a path naming a file: its directory, as Spark takes it)."""
     def spelled(path: str, file_to_directory: bool = False) -> str:
         fs, inner = filesystem(path, storage_options)
-        if file_to_directory and not _GLOB_CHARS & set(path) and fs.isfile(inner):
+        if file_to_directory and not is_glob(path) and fs.isfile(inner):
             inner = inner.rstrip("/").rsplit("/", 1)[0]
         return full_path(fs, inner).rstrip("/") or "/"
 
@@ -76,7 +76,7 @@ def _is_base(directory: str, base_paths: Sequence[str]) -> bool:
     for base in base_paths:
         if directory == base:
             return True
-        if _GLOB_CHARS & set(base):  # a directory the pattern matches, one path component at a time
+        if is_glob(base):  # a directory the pattern matches, one path component at a time
             have, want = directory.split("/"), base.split("/")
             if len(have) == len(want) and all(fnmatch.fnmatchcase(h, w) for h, w in zip(have, want)):
                 return True

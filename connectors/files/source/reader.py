@@ -46,7 +46,7 @@ from connectors.files.source.formats import (
     ReadSpec,
     read_partition,
 )
-from connectors.files.source.listing import FileLister, FileStatus
+from connectors.files.source.listing import FileLister, FileStatus, is_glob, missing_paths
 from connectors.files.source.offsets import SeenFiles, digest
 from connectors.files.source.options import FileSourceOptions, parse_paths
 from connectors.files.source.schema import SchemaInference, is_inferred, read_spec
@@ -57,12 +57,15 @@ OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes: a file cos
 
 
 def schema(options) -> StructType:
-    return SchemaInference(FileSourceOptions.from_options(options), parse_paths(options)).infer()
+    config, paths = FileSourceOptions.from_options(options), parse_paths(options)
+    _check_paths_exist(config, paths, batch=False)  # the batch reader checks globs too
+    return SchemaInference(config, paths).infer()
 
 
 def reader(options, schema: StructType) -> DataSourceReader:
     config = FileSourceOptions.from_options(options)
     paths = parse_paths(options)
+    _check_paths_exist(config, paths, batch=True)
     return FileBatchReader(config, paths, read_spec(config, paths, schema))
 
 
@@ -76,8 +79,18 @@ def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
         if value is not None:
             raise config.error(name, "is not allowed in file stream sources (as in Spark): a stream reads each new "
                                      "file once; use maxFileAge, or filter on a fileModificationTimeColumn")
+    _check_paths_exist(config, paths, batch=False)
     _check_archive_dir(config, paths)
     return FileStreamReader(config, paths, read_spec(config, paths, schema))
+
+
+def _check_paths_exist(config: FileSourceOptions, paths: Sequence[str], batch: bool) -> None:
+    """Spark's PATH_NOT_FOUND: a typo in a path fails the query at its start instead of reading
+    nothing. A batch read's glob must match something; a stream's may match files only later."""
+    missing = missing_paths(paths, config.storage_options, unmatched_globs=batch)
+    if missing:
+        what = "matches no file" if is_glob(missing[0]) else "does not exist"
+        raise OptionError(FORMAT, "path", missing[0], f"{what} (Spark's PATH_NOT_FOUND)")
 
 
 def _check_archive_dir(config: FileSourceOptions, paths: Sequence[str]) -> None:
@@ -184,7 +197,9 @@ class FileBatchReader(DataSourceReader):
         self.config, self.paths, self.spec = config, list(paths), spec
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan(list(FileLister.of_source(self.config, self.paths).list().values()), self.config)
+        # no files: one empty task, not PySpark's placeholder partition, which read() cannot take
+        return plan(list(FileLister.of_source(self.config, self.paths).list().values()), self.config) or [
+            FilePartition(())]
 
     def read(self, partition: FilePartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.spec, partition)
