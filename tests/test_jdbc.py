@@ -5,8 +5,14 @@ task, and crash recovery (SIGKILL mid-batch, restart)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import os
+import subprocess
+import sys
+import time
 from decimal import Decimal
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -372,13 +378,14 @@ def count_table(dsn: str, table: str) -> tuple[int, int, int]:
 
 
 @pytest.mark.crash
-def test_sigkill_mid_batch_format_exactly_once(crash_harness, postgres_dsn, pg, unique):
+@pytest.mark.parametrize("isolation, end, kills", [("READ_UNCOMMITTED", 5999, 2), ("SERIALIZABLE", 2999, 1)])
+def test_sigkill_mid_batch_format_exactly_once(crash_harness, postgres_dsn, pg, unique, isolation, end, kills):
     pg.execute(f"CREATE TABLE {unique} (id bigint, name text, amount numeric(20, 2))")  # no key: a duplicate would count
-    harness = crash_harness("jobs.jdbc:numbers_to_postgres", url=postgres_dsn, table=unique, end=5999,
-                            rows_per_batch=1000, foreach_batch=False)  # fmt: skip
-    report = harness.run(kills=2, kill_at="mid-batch", seed=11)
-    assert report.kills == 2
-    assert count_table(postgres_dsn, unique) == (6000, 6000, 6000)
+    harness = crash_harness("jobs.jdbc:numbers_to_postgres", url=postgres_dsn, table=unique, end=end,
+                            rows_per_batch=1000, foreach_batch=False, isolation_level=isolation)  # fmt: skip
+    report = harness.run(kills=kills, kill_at="mid-batch", seed=11)
+    assert report.kills == kills
+    assert count_table(postgres_dsn, unique) == (end + 1,) * 3
 
 
 @pytest.mark.crash
@@ -437,7 +444,8 @@ def test_a_failed_overwrite_leaves_the_old_rows(spark, postgres_dsn, pg, unique,
 def test_overwrite_killed_at_every_step_shows_old_or_new_rows(crash_harness, postgres_dsn, pg, unique):
     """SIGKILL while the partitions go into the staging table, before the swap and after it: the
     table holds exactly its old rows or exactly the new ones after every kill; the last run ends
-    with the new ones, and only the kills before the swap leave a staging table behind."""
+    with the new ones, and the staging tables the kills before the swap left are dropped by the
+    runs after them."""
     end, old, new = 999, [(-i,) for i in range(5, 0, -1)], [(i,) for i in range(1000)]
     pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
     pg.execute(f"INSERT INTO {unique} SELECT -g FROM generate_series(1, 5) g")
@@ -454,7 +462,49 @@ def test_overwrite_killed_at_every_step_shows_old_or_new_rows(crash_harness, pos
     assert report.kills == 3
     assert [state for _, state in seen] == ["old", "old", "new"]
     assert rows(pg, f"SELECT id FROM {unique} ORDER BY id") == new
-    assert len(staging_tables(pg, unique)) == 2  # documented: a kill before the swap leaves it
+    assert staging_tables(pg, unique) == []
+
+
+@pytest.mark.crash
+def test_overwrite_drops_the_staging_table_of_a_dead_job_never_of_a_live_one(spark, postgres_dsn, pg, unique,
+                                                                               tmp_path):
+    """Job A stops at its commit, every row in its staging table: an overwrite meanwhile replaces
+    the table and leaves A's staging table (A's lease is held). Then A's driver is SIGKILLed: the
+    next overwrite drops A's staging table, and the table holds exactly that overwrite's rows."""
+    from connectors.jdbc.lease import lock_key
+    from connectors.testing import faults
+
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
+    spec = json.dumps({"job": "jobs.jdbc:overwrite_postgres", "args": {"url": postgres_dsn, "table": unique, "end": 999},
+                       "checkpoint": str(tmp_path / "checkpoint"), "events": str(tmp_path / "events"), "master": None})
+    # held at the point until "never" gets there too, i.e. until killed (at most HOLD_SECONDS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+           faults.ENV: f"jdbc.overwrite.staged:1:{unique},never", faults.DIR_ENV: str(tmp_path / "faults")}
+    with open(tmp_path / "job.log", "w") as log:
+        job = subprocess.Popen([sys.executable, "-m", "connectors.testing.crash", spec], env=env, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (tmp_path / "faults" / "jdbc.overwrite.staged.held").exists():
+            assert job.poll() is None and time.monotonic() < deadline, f"job A never got to its commit: {tmp_path}"
+            time.sleep(0.1)
+        [(staged,)] = staging_tables(pg, unique)
+        assert rows(pg, f"SELECT count(*) FROM {staged}") == [(1000,)]
+        overwrite(spark.range(2000, 2003), postgres_dsn, dbtable=unique, truncate="true")
+        assert rows(pg, f"SELECT id FROM {unique} ORDER BY id") == [(2000,), (2001,), (2002,)]
+        assert staging_tables(pg, unique) == [(staged,)]
+    finally:
+        faults.kill_session(job.pid)
+        job.wait()
+    # the holder sees the driver gone within a poll (a second)
+    held = f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND (classid::bigint << 32 | objid::bigint) = {lock_key(staged)}"
+    deadline = time.monotonic() + 10
+    while rows(pg, held) != [(0,)]:
+        assert time.monotonic() < deadline, "the dead job's lease is still held"
+        time.sleep(0.1)
+    overwrite(spark.range(5, 7), postgres_dsn, dbtable=unique, truncate="true")
+    assert rows(pg, f"SELECT id FROM {unique} ORDER BY id") == [(5,), (6,)]
+    assert staging_tables(pg, unique) == []
 
 
 def test_overwrite_refuses_what_it_cannot_replace(spark, postgres_dsn, pg, unique, tmp_path):

@@ -551,9 +551,12 @@ def test_server_restart_mid_partition_is_retried_without_duplicates(tmp_path, un
         server.close()
 
 
-def test_concurrent_attempts_at_one_key_write_once(postgres_dsn, pg, table, unique):
+@pytest.mark.parametrize("isolation", ["READ_UNCOMMITTED", "REPEATABLE_READ", "SERIALIZABLE"])
+def test_concurrent_attempts_at_one_key_write_once(postgres_dsn, pg, table, unique, isolation):
     """A speculative copy or zombie running alongside: the second waits on the first's progress
-    row, then finds it committed and skips."""
+    row, then finds it committed and skips. From REPEATABLE_READ on, the row the second waited
+    for is newer than its snapshot: PostgreSQL fails it with a serialization failure, and the
+    retry, on a new snapshot, skips."""
     first_app, second_app = unique + "a", unique + "b"
 
     def hold_until_second_waits() -> None:
@@ -561,8 +564,8 @@ def test_concurrent_attempts_at_one_key_write_once(postgres_dsn, pg, table, uniq
             "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'", (second_app,)
         ) or pg.fetchall(), what="the second attempt to wait for the first")  # fmt: skip
 
-    first, _ = make_writer(postgres_dsn, table, first_app)
-    second, _ = make_writer(postgres_dsn, table, second_app)
+    first, _ = make_writer(postgres_dsn, table, first_app, isolationLevel=isolation)
+    second, _ = make_writer(postgres_dsn, table, second_app, isolationLevel=isolation)
     results = {}
     started = threading.Event()
 

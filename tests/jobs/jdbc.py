@@ -9,7 +9,8 @@ from connectors.jdbc import JdbcSink
 from connectors.testing.crash import mark_batches
 
 
-def numbers_to_postgres(spark, checkpoint, url, table, end, rows_per_batch, foreach_batch):
+def numbers_to_postgres(spark, checkpoint, url, table, end, rows_per_batch, foreach_batch,
+                        isolation_level="READ_UNCOMMITTED"):
     df = (
         spark.readStream.format("connectors.numbers")
         .option("end", end)
@@ -19,7 +20,8 @@ def numbers_to_postgres(spark, checkpoint, url, table, end, rows_per_batch, fore
         .selectExpr("value AS id", "concat('n', value) AS name", "value * 0.25 AS amount")  # a decimal
     )
     # 4k: every partition (500 rows, about 15 kB) commits in pieces, so kills land between them too
-    options = {"url": url, "dbtable": table, "batchSize": "100", "maxBufferedBytes": "4k", "deliveryGuarantee": "exactly-once"}
+    options = {"url": url, "dbtable": table, "batchSize": "100", "maxBufferedBytes": "4k", "deliveryGuarantee": "exactly-once",
+               "isolationLevel": isolation_level}
     writer = mark_batches(df).writeStream.option("checkpointLocation", checkpoint).trigger(availableNow=True)
     if foreach_batch:
         return writer.foreachBatch(JdbcSink(**options)).start()
