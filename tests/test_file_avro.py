@@ -317,3 +317,118 @@ def test_a_range_owns_the_block_that_starts_exactly_at_its_start():
     assert _after_sync(io.BytesIO(data), begin_1 + 1, sync, len(data)) == begin_2
     assert _after_sync(io.BytesIO(data), begin_2 + 1, sync, len(data)) == len(data)  # found past a 1 MiB chunk
     assert _after_sync(io.BytesIO(data + b"tail"), len(data) + 1, sync, len(data) + 4) == len(data) + 4
+
+
+UNION_SCHEMA = {"type": "record", "name": "R", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "u", "type": ["null", "int", "string", {"type": "record", "name": "Rec", "namespace": "a",
+                                                      "fields": [{"name": "x", "type": "int"}]},
+                           {"type": "array", "items": "long"}]},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}}]}  # before 1582: no rebase with CORRECTED
+UNION_ROWS = [{"id": 1, "u": 7, "day": datetime.date(1500, 1, 1)}, {"id": 2, "u": "s", "day": datetime.date(1, 1, 1)},
+              {"id": 3, "u": {"x": 9}, "day": datetime.date(2026, 1, 1)}, {"id": 4, "u": [1, 2], "day": AT.date()},
+              {"id": 5, "u": None, "day": AT.date()}]
+CONFLICT_SCHEMA = {"type": "record", "name": "C", "fields": [  # the type names int and Int differ in case only
+    {"name": "u", "type": ["int", {"type": "record", "name": "Int", "fields": [{"name": "x", "type": "int"}]}]}]}
+READER_SCHEMA = {"type": "record", "name": "P", "fields": [
+    {"name": "a", "type": "long"}, {"name": "b", "type": "string"}, {"name": "c", "type": "string", "default": "d"}]}
+ENUM_SCHEMA = {"type": "record", "name": "W", "namespace": "w", "fields": [
+    {"name": "key", "type": "long"}, {"name": "label", "type": ["null", "string"]},
+    {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["RED", "GREEN"]}}]}
+WRITE_DDL = "id long, name string, kind string, inner struct<x:int>"
+WRITE_ROWS = [(1, "a", "RED", (1,)), (2, None, "GREEN", (2,))]
+READS = {  # name -> (directory, options, schema DDL or None), read by spark-avro and by our source alike
+    "stable": ("union", {"enableStableIdentifiersForUnionType": "true", "datetimeRebaseMode": "CORRECTED"}, None),
+    "prefix": ("union", {"enableStableIdentifiersForUnionType": "true", "stableIdentifierPrefixForUnionType": "",
+                         "datetimeRebaseMode": "CORRECTED"}, None),
+    "conflict": ("conflict", {"enableStableIdentifiersForUnionType": "true"}, None),
+    "positional": ("pos", {"positionalFieldMatching": "true"}, "x long, y string"),
+    "url": ("pos", {"avroSchemaUrl": "{reader}"}, None),
+}
+OPTIONS_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from connectors.testing.spark import local_session
+    root, reads = sys.argv[1], json.loads(sys.argv[3])
+    spark = local_session("spark-avro-options", conf={"spark.jars.packages": sys.argv[2],
+                                                      "spark.sql.session.timeZone": "UTC"})
+    out = {}
+    for name, (directory, options, ddl) in reads.items():
+        reader = spark.read.format("avro").options(**options)
+        try:
+            df = (reader.schema(ddl) if ddl else reader).load(root + "/" + directory)
+            out[name] = [df.schema.simpleString(), sorted(map(str, df.collect()))]
+        except Exception as exc:
+            out[name] = str(exc)
+    df = spark.createDataFrame([(1, "a", "RED", (1,)), (2, None, "GREEN", (2,))], sys.argv[4])
+    df.write.format("avro").options(recordName="Rn", recordNamespace="ns.x").save(root + "/theirs/named")
+    df.drop("inner").write.format("avro").options(avroSchema=sys.argv[5], positionalFieldMatching="true").save(
+        root + "/theirs/enum")
+    print(json.dumps(out))
+    spark.stop()
+""")
+
+
+def container(directory: Path) -> tuple[list[str], list[dict]]:
+    """The full names of the records of the parts' schemas, and their records (fastavro's)."""
+    from connectors.core import avro  # noqa: PLC0415
+
+    def records(schema) -> set[str]:
+        if isinstance(schema, list):
+            return set().union(*map(records, schema))
+        if not isinstance(schema, dict):
+            return set()
+        nested = [f["type"] for f in schema.get("fields", ())] + [schema[k] for k in ("items", "values") if k in schema]
+        return ({schema["name"]} if schema["type"] == "record" else set()) | set().union(*map(records, nested))
+
+    names, rows = set(), []
+    for path in (p for p in parts(directory) if p.suffix == ".avro" or "theirs" not in p.parts):
+        with path.open("rb") as handle:
+            names |= records(avro.parse(avro.read_header(handle)[0]))
+        with path.open("rb") as handle:
+            rows += list(fastavro.reader(handle))
+    return sorted(names), sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
+
+
+def test_spark_avro_options_read_and_write_as_spark_avro(utc_session, tmp_path):
+    """spark-avro's options: union stable identifiers (and their conflict), positionalFieldMatching,
+    avroSchemaUrl, datetimeRebaseMode CORRECTED on reads; recordName/recordNamespace, avroSchema with
+    an enum and positionalFieldMatching on writes (Spark's writer takes unions as member0, ... only).
+    Spark's avro format and ours read the same files, and write the same records and names."""
+    spark = utc_session
+    for directory, schema, records in (("union", UNION_SCHEMA, UNION_ROWS), ("conflict", CONFLICT_SCHEMA, [{"u": 1}]),
+                                       ("pos", {**READER_SCHEMA, "fields": READER_SCHEMA["fields"][:2]},
+                                        [{"a": 1, "b": "one"}, {"a": 2, "b": "two"}])):
+        (tmp_path / directory).mkdir()
+        with (tmp_path / directory / "f.avro").open("wb") as handle:
+            fastavro.writer(handle, schema, records)
+    (tmp_path / "reader.avsc").write_text(json.dumps(READER_SCHEMA))
+    reads = json.loads(json.dumps(READS).replace("{reader}", str(tmp_path / "reader.avsc")))
+    result = subprocess.run([sys.executable, "-c", OPTIONS_SCRIPT, str(tmp_path), SPARK_AVRO, json.dumps(reads),
+                             WRITE_DDL, json.dumps(ENUM_SCHEMA)],
+                            capture_output=True, text=True, timeout=600, env={**os.environ})
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+
+    for name, (directory, options, ddl) in reads.items():
+        reader = spark.read.format(FORMAT).options(fileFormat="avro", **options)
+        try:
+            df = (reader.schema(ddl) if ddl else reader).load(str(tmp_path / directory))
+            ours = [df.schema.simpleString(), sorted(map(str, df.collect()))]
+        except Exception as exc:  # noqa: BLE001 - compared with Spark's error below
+            ours = str(exc)
+        if name == "conflict":
+            assert "name conflict of type name Int" in theirs[name] and "name conflict of type name Int" in ours
+        else:
+            assert ours == theirs[name], name
+    assert theirs["stable"][0] == ("struct<id:bigint,u:struct<member_int:int,member_string:string,"
+                                   "member_Rec:struct<x:int>,member_array:array<bigint>>,day:date>")
+
+    df = spark.createDataFrame(WRITE_ROWS, WRITE_DDL)
+    df.write.format(FORMAT).options(fileFormat="avro", recordName="Rn", recordNamespace="ns.x").mode("append").save(
+        str(tmp_path / "ours" / "named"))
+    df.drop("inner").write.format(FORMAT).options(fileFormat="avro", avroSchema=json.dumps(ENUM_SCHEMA),
+                                                  positionalFieldMatching="true").mode("append").save(
+        str(tmp_path / "ours" / "enum"))
+    for name in ("named", "enum"):
+        assert container(tmp_path / "ours" / name) == container(tmp_path / "theirs" / name), name
+    assert container(tmp_path / "ours" / "named")[0] == ["ns.x.Rn", "ns.x.Rn.inner"]

@@ -60,7 +60,7 @@ from pyspark.sql.types import (
 from connectors.core.arrow import arrow_schema
 
 __all__ = ["AvroError", "AvroTypeError", "Decoder", "Encoder", "parse", "spark_type", "read_type", "arrow_type",
-           "check_readable", "from_spark",
+           "check_readable", "from_spark", "renamed",
            "container_header", "container_block", "read_header", "read_varint", "CODECS", "SYNC_SIZE"]
 
 SYNC_SIZE = 16
@@ -121,11 +121,31 @@ def _read_as(schema: Any) -> tuple[Any, bool]:
     return branches, nullable
 
 
-def spark_type(schema: Any) -> tuple[DataType, bool]:
-    """Avro -> (Spark type, nullable), spark-avro's mapping."""
+def _member_names(branches: list, stable_prefix: str | None) -> list[str]:
+    """The fields of the struct a union of several types is read as: ``member0, member1, ...``, or with
+    enableStableIdentifiersForUnionType the prefix and each branch's type name (a named type's own
+    name, case kept); spark-avro refuses two that differ only in case."""
+    if stable_prefix is None:
+        return [f"member{i}" for i in range(len(branches))]
+    names: list[str] = []
+    for branch in branches:
+        kind = _type(branch)
+        type_name = branch["name"].rsplit(".", 1)[-1] if kind in _NAMED else kind
+        if any(n.lower() == (stable_prefix + type_name).lower() for n in names):
+            raise AvroError("Cannot generate stable identifier for Avro union type due to name conflict of type "
+                            f"name {type_name}")
+        names.append(stable_prefix + type_name)
+    return names
+
+
+def spark_type(schema: Any, stable_prefix: str | None = None) -> tuple[DataType, bool]:
+    """Avro -> (Spark type, nullable), spark-avro's mapping; ``stable_prefix``: unions' member names
+    as with enableStableIdentifiersForUnionType (None: member0, member1, ...)."""
     inner, nullable = _read_as(schema)
     if isinstance(inner, list):  # only the member of the branch written is set
-        return StructType([StructField(f"member{i}", spark_type(b)[0], True) for i, b in enumerate(inner)]), nullable
+        names = _member_names(inner, stable_prefix)
+        return StructType([StructField(name, spark_type(b, stable_prefix)[0], True)
+                           for name, b in zip(names, inner)]), nullable
     kind, logical = _type(inner), _logical(inner)
     if logical == "decimal":
         return DecimalType(inner["precision"], inner.get("scale", 0)), nullable
@@ -143,14 +163,14 @@ def spark_type(schema: Any) -> tuple[DataType, bool]:
     if kind == "record":
         fields = []
         for field in inner["fields"]:
-            child, child_nullable = spark_type(field["type"])
+            child, child_nullable = spark_type(field["type"], stable_prefix)
             fields.append(StructField(field["name"], child, child_nullable))
         return StructType(fields), nullable
     if kind == "array":
-        items, items_nullable = spark_type(inner["items"])
+        items, items_nullable = spark_type(inner["items"], stable_prefix)
         return ArrayType(items, items_nullable), nullable
     if kind == "map":
-        values, values_nullable = spark_type(inner["values"])
+        values, values_nullable = spark_type(inner["values"], stable_prefix)
         return MapType(StringType(), values, values_nullable), nullable
     raise AvroError(f"Avro type {kind!r} is not supported")
 
@@ -195,10 +215,10 @@ def from_spark(data_type: DataType, nullable: bool = False, name: str = "topLeve
     return ["null", schema] if nullable and schema != "null" else schema
 
 
-def read_type(schema: Any) -> DataType:
+def read_type(schema: Any, stable_prefix: str | None = None) -> DataType:
     """The Spark type of a decoded Avro value: spark-avro's, with every field nullable, so that a
     record that cannot be decoded can be a null struct."""
-    return _all_nullable(spark_type(schema)[0])
+    return _all_nullable(spark_type(schema, stable_prefix)[0])
 
 
 def _all_nullable(data_type: DataType) -> DataType:
@@ -211,15 +231,32 @@ def _all_nullable(data_type: DataType) -> DataType:
     return data_type
 
 
-def arrow_type(schema: Any) -> pa.DataType:
+def arrow_type(schema: Any, stable_prefix: str | None = None) -> pa.DataType:
     """The Arrow type of :func:`read_type`, as a Python data source returns it."""
-    return arrow_schema(StructType([StructField("v", read_type(schema))])).field("v").type
+    return arrow_schema(StructType([StructField("v", read_type(schema, stable_prefix))])).field("v").type
 
 
-def check_readable(writer: Any, columns: pa.Schema, where: str) -> None:
-    """Refuse a column whose written values its type to read would change or fail on (text read as
-    numbers, numbers as text, a double as a long, a long as an int), as spark-avro refuses them."""
-    written = arrow_type(writer)
+def renamed(have: pa.DataType, names: pa.DataType) -> pa.DataType:
+    """``have`` with the struct field names of ``names``, field by field in order, at every depth where
+    both are structs, lists or maps: the type to view decoded values as (``Array.view``, no copy) for
+    stable union member names or positionalFieldMatching. Fields past the end of ``names`` keep theirs."""
+    if pa.types.is_struct(have) and pa.types.is_struct(names):
+        return pa.struct([have.field(i).with_name(names.field(i).name).with_type(
+            renamed(have.field(i).type, names.field(i).type)) if i < names.num_fields else have.field(i)
+            for i in range(have.num_fields)])
+    if pa.types.is_map(have) and pa.types.is_map(names):
+        return pa.map_(have.key_type, have.item_field.with_type(renamed(have.item_type, names.item_type)))
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(t(have) for t in lists) and any(t(names) for t in lists):
+        value = have.value_field.with_type(renamed(have.value_type, names.value_type))
+        return pa.large_list(value) if pa.types.is_large_list(have) else pa.list_(value)
+    return have
+
+
+def check_readable(writer: Any, written: pa.DataType, columns: pa.Schema, where: str) -> None:
+    """Refuse a column whose written values (of Arrow type ``written``, as named for reading) its type to
+    read would change or fail on (text read as numbers, numbers as text, a double as a long, a long as
+    an int), as spark-avro refuses them."""
     if not pa.types.is_struct(written):
         return
     for column in columns:

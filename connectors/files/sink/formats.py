@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Iterator
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     YearMonthIntervalType,
 )
 
+from connectors.core.arrow import arrow_schema
 from connectors.core.options import OptionError
 from connectors.files import FORMAT
 from connectors.core.json_text import JsonStyle, json_texts
@@ -96,24 +97,53 @@ class RowEncoder:
         pass
 
 
-class AvroEncoder:
-    """An Avro object container file: the header (the schema derived from the columns, as
-    Spark's avro writer derives it), then one block per batch, encoded column by column."""
+@dataclasses.dataclass(frozen=True)
+class AvroLayout:
+    """The schema of avro parts, by Spark's writer options: avroSchema (or the file of avroSchemaUrl),
+    else the one derived from the columns and named recordName in recordNamespace;
+    positionalFieldMatching matches columns to the record's fields by position, not name."""
 
-    def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str):
+    schema: str | None = None
+    record_name: str = "topLevelRecord"
+    record_namespace: str = ""
+    positional: bool = False
+
+    def encoder(self, schema: pa.Schema) -> tuple[Any, pa.DataType, str]:
+        """The Encoder of rows of ``schema``, the type to view them as (its names) and the header's schema JSON."""
         from connectors.core import avro  # fastavro: only where Avro is written
 
-        spark_schema = from_arrow_schema(schema)
+        if self.schema is None:
+            avro_schema = avro.from_spark(from_arrow_schema(schema), name=self.record_name,
+                                          namespace=self.record_namespace)
+            header = json.dumps(avro_schema)
+        else:
+            avro_schema, header = avro.parse(self.schema), json.dumps(json.loads(self.schema))
+        columns = pa.struct(list(schema))
+        if self.positional:
+            columns = avro.renamed(columns, avro.arrow_type(avro_schema))
+        fields = {field["name"] for field in avro_schema["fields"]}
+        extra = [name for name in columns.names if name not in fields]
+        if extra:  # Spark's writer refuses them too, rather than leave them out
+            raise avro.AvroError(f"column {extra[0]!r} has no field in the Avro schema")
+        return avro.Encoder(avro_schema, columns), columns, header
+
+
+class AvroEncoder:
+    """An Avro object container file: the header (the schema derived from the columns, as
+    Spark's avro writer derives it, or the given one), then one block per batch, encoded column by column."""
+
+    def __init__(self, handle: BinaryIO, schema: pa.Schema, codec: str, layout: AvroLayout):
+        from connectors.core import avro  # fastavro: only where Avro is written
+
         self.handle, self.compress = handle, avro.CODECS[AVRO_CODECS[codec]][0]
-        avro_schema = avro.from_spark(spark_schema)
-        self.encoder = avro.Encoder(avro_schema, pa.struct(list(schema)))
-        header, self.sync = avro.container_header(json.dumps(avro_schema), AVRO_CODECS[codec])
+        self.encoder, self.columns, schema_json = layout.encoder(schema)
+        header, self.sync = avro.container_header(schema_json, AVRO_CODECS[codec])
         self.block = avro.container_block
         handle.write(header)
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            _, data = self.encoder.lengths_and_bytes(batch.to_struct_array())
+            _, data = self.encoder.lengths_and_bytes(batch.to_struct_array().view(self.columns))
             self.handle.write(self.block(batch.num_rows, self.compress(data.tobytes()), self.sync))
 
     def close(self) -> None:
@@ -131,11 +161,12 @@ class ParquetEncoder:
         self.writer.close()
 
 
-def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, rows: RowOptions) -> PartEncoder:
+def encoder(handle: BinaryIO, file_format: str, codec: str, schema: pa.Schema, rows: RowOptions,
+            layout: AvroLayout) -> PartEncoder:
     if file_format == "parquet":
         return ParquetEncoder(handle, schema, codec)
     if file_format == "avro":
-        return AvroEncoder(handle, schema, codec)
+        return AvroEncoder(handle, schema, codec, layout)
     return RowEncoder(handle, file_format, codec, rows)
 
 
@@ -175,16 +206,18 @@ def _encoded(data: bytes, encoding: str | None) -> bytes:
 
 
 
-def check_schema(schema: StructType, file_format: str, data_columns: list[str]) -> None:
+def check_schema(schema: StructType, file_format: str, data_columns: list[str],
+                 layout: AvroLayout = AvroLayout()) -> None:
     """Reject at query start what a format cannot hold (Spark's text/csv sinks have the same rules)."""
     fields = [f for f in schema.fields if f.name in data_columns]
     if file_format == "avro":
         from connectors.core import avro  # fastavro: only for Avro part files
 
         try:
-            avro.from_spark(StructType(fields))
+            layout.encoder(arrow_schema(StructType(fields)))
         except avro.AvroError as exc:
-            raise OptionError(FORMAT, "fileFormat", "avro", str(exc)) from None
+            option_name = "fileFormat" if layout.schema is None else "avroSchema"
+            raise OptionError(FORMAT, option_name, "avro" if layout.schema is None else None, str(exc)) from None
     if file_format == "text" and (len(fields) != 1 or not isinstance(fields[0].dataType, StringType)):
         shown = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in fields)
         raise OptionError(FORMAT, "fileFormat", "text", f"needs exactly one string column, got [{shown}]")

@@ -7,6 +7,7 @@ import dataclasses
 from datetime import timedelta
 from typing import Any, Protocol
 
+from connectors.core.avro_options import avro_record_schema, resolve_schema_url
 from connectors.core.filesystem import STORAGE_OPTIONS, parse_storage_options
 from connectors.core.options import (
     OptionError,
@@ -24,7 +25,7 @@ from connectors.files.datetime_patterns import DateTimeFormat, strftime_pattern
 from connectors.files.sink.buckets import DEFAULT_FORMAT, parse_zone
 from connectors.files.sink.codecs import ROW_CODECS
 from connectors.files.sink.csv_lines import CsvDialect
-from connectors.files.sink.formats import AVRO_CODECS, PARQUET_CODECS, RowOptions
+from connectors.files.sink.formats import AVRO_CODECS, PARQUET_CODECS, AvroLayout, RowOptions
 from connectors.files.sink.rolling import (
     DEFAULT_INTERVAL,
     DEFAULT_PART_SIZE,
@@ -129,6 +130,23 @@ class FileSinkOptions(Options):
     date_format: str | None = option(
         "dateFormat", _time_pattern("date"), default=None, doc="csv and json: Java pattern of dates (default yyyy-MM-dd)"
     )
+    avro_schema: str | None = option(
+        "avroSchema", avro_record_schema, default=None,
+        doc="avro: the parts' schema (Avro JSON record) instead of the one derived from the columns, e.g. for enums; "
+            "every column must have a field of a type that holds it",
+    )
+    avro_schema_url: str | None = option(
+        "avroSchemaUrl", default=None, checks=[_not_empty],
+        doc="avro: path or fsspec URL of a file holding that schema (avroSchema wins if both are given)",
+    )
+    record_name: str = option(
+        "recordName", default="topLevelRecord", checks=[_not_empty], doc="avro: the name of the derived top record",
+    )
+    record_namespace: str = option("recordNamespace", default="", doc="avro: the namespace of the derived records")
+    positional_field_matching: bool = option(
+        "positionalFieldMatching", parse_bool, default=False,
+        doc="avro with avroSchema: columns go to the record's fields by position, whatever their names",
+    )
     auto_compaction: bool | None = option(
         "autoCompaction", parse_bool, default=None,
         doc="row formats: parts of a bucket that roll together are published as one file of at most partSize "
@@ -220,6 +238,14 @@ class FileSinkOptions(Options):
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
         if self.escape is not None and (self.escape == self.csv_dialect.sep or self.escape in "\r\n"):
             raise self.error("escape", "must not be the separator or a line break")
+        avro_options = (("avroSchema", self.avro_schema), ("avroSchemaUrl", self.avro_schema_url),
+                        ("recordName", None if self.record_name == "topLevelRecord" else self.record_name),
+                        ("recordNamespace", self.record_namespace or None),
+                        ("positionalFieldMatching", self.positional_field_matching or None))  # fmt: skip
+        for name, value in avro_options:
+            if value is not None and self.file_format != "avro":
+                raise self.error(name, f"applies only to fileFormat avro, not {self.file_format}")
+        resolve_schema_url(self)
         if self.auto_compaction and bulk:
             raise self.error(
                 "autoCompaction", f"fileFormat {self.file_format!r} is a bulk format: parts cannot be concatenated"
@@ -228,6 +254,10 @@ class FileSinkOptions(Options):
             raise self.error("bucketAssigner", "column needs the option bucketColumn")
         if self.bucket_column and self.bucket_assigner != "column":
             raise self.error("bucketColumn", f"applies only to bucketAssigner column, not {self.bucket_assigner}")
+
+    @property
+    def avro_layout(self) -> AvroLayout:
+        return AvroLayout(self.avro_schema, self.record_name, self.record_namespace, self.positional_field_matching)
 
     @property
     def rolling_policy_name(self) -> str:

@@ -117,7 +117,8 @@ class _OpenPart:
     def write(self, rows: pa.RecordBatch, now: float) -> None:
         if self._encoder is None:
             c = self.plan.config
-            self._encoder = encoder(self.handle, c.file_format, c.codec, rows.schema, c.row_options)
+            self._encoder = encoder(self.handle, c.file_format, c.codec, rows.schema, c.row_options,
+                                    c.avro_layout)
         self._encoder.write(rows)
         self.written = now
 

@@ -68,7 +68,7 @@ def _plan(options, schema: StructType) -> SinkPlan:
     if column is not None and column not in schema.fieldNames():
         raise config.error("bucketColumn", f"no such column; columns: {', '.join(schema.fieldNames())}")
     columns = [name for name in schema.fieldNames() if name != column]
-    check_schema(schema, config.file_format, columns)
+    check_schema(schema, config.file_format, columns, config.avro_layout)
     return SinkPlan(config, tuple(columns))
 
 

@@ -153,6 +153,8 @@ class ReadSpec:
     timestamp_ntz_format: str | None = None
     multi_line: bool = False
     avro_schema: str | None = None  # avroSchema: the reader schema files are resolved to
+    union_prefix: str | None = None  # avro: stable identifiers of union members (None: member0, ...)
+    positional: bool = False  # avro: positionalFieldMatching
     storage_options: dict | None = None
     partition_bases: tuple[str, ...] = ()  # where the walk up a file's key=value directories stops
     partition_values: partitions.Values = ()  # of the file read (for_file): columns of the schema only
@@ -1035,8 +1037,13 @@ class SplitReader:
             schema_json, codec, sync = avro.read_header(raw)
             writer = avro.parse(schema_json)
             reader = None if self.spec.avro_schema is None else avro.parse(self.spec.avro_schema)  # None: the writer's
-            avro.check_readable(reader or writer, self.spec.data_schema, f"connectors.files: {split.path}")
-            decoder = avro.Decoder(schema_json, reader, avro.arrow_type(reader or writer))
+            decoded = avro.arrow_type(reader or writer)
+            # The values are decoded with member0, ... and the Avro field names, then viewed with the names read
+            names = avro.renamed(decoded, avro.arrow_type(reader or writer, self.spec.union_prefix))
+            if self.spec.positional:
+                names = avro.renamed(names, pa.struct(list(self.spec.data_schema)))
+            avro.check_readable(reader or writer, names, self.spec.data_schema, f"connectors.files: {split.path}")
+            decoder = avro.Decoder(schema_json, reader, decoded)
             decompress = avro.CODECS[codec][1]
             position = raw.tell() if split.start == 0 else _after_sync(raw, split.start, sync, split.size)
             pending: list[bytes] = []
@@ -1051,21 +1058,21 @@ class SplitReader:
                 count += records
                 position = raw.tell()
                 if count >= AVRO_BATCH_ROWS:
-                    yield self._avro_batch(decoder, count, pending)
+                    yield self._avro_batch(decoder, names, count, pending)
                     pending, count = [], 0
             if count:
-                yield self._avro_batch(decoder, count, pending)
+                yield self._avro_batch(decoder, names, count, pending)
         except (ValueError, EOFError, OSError, pa.ArrowInvalid) as exc:
             error = self._corrupt(exc)
             if not self.spec.ignore_corrupt_files:
                 raise error from None
             yield from self._skipped(error)
 
-    def _avro_batch(self, decoder: Decoder, count: int, blocks: list[bytes]) -> pa.RecordBatch:
+    def _avro_batch(self, decoder: Decoder, names: pa.DataType, count: int, blocks: list[bytes]) -> pa.RecordBatch:
         from connectors.core.avro import AvroTypeError
 
         try:
-            values = decoder.decode_block(count, b"".join(blocks))
+            values = decoder.decode_block(count, b"".join(blocks)).view(names)
         except AvroTypeError as exc:  # avroSchema that the file's schema does not resolve to: no corrupt file
             raise AvroTypeError(f"connectors.files: {self.split.path}: {exc}") from None
         return self.out.build(pa.Table.from_batches([pa.RecordBatch.from_struct_array(values)]))

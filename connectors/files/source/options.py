@@ -7,8 +7,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from pyspark.sql.types import StructType
-
+from connectors.core.avro_options import AvroReadOptions, avro_record_schema, resolve_schema_url
 from connectors.core.filesystem import STORAGE_OPTIONS, parse_storage_options
 from connectors.core.options import (
     OptionError,
@@ -79,20 +78,8 @@ def _modification_time(text: str) -> str:
     return text
 
 
-def _avro_schema(text: str) -> str:
-    from connectors.core import avro  # fastavro: only where Avro is read
-
-    try:
-        columns = avro.read_type(avro.parse(text))  # a type Spark cannot hold fails at query start
-    except TypeError as exc:
-        raise ValueError(str(exc)) from None
-    if not isinstance(columns, StructType):
-        raise ValueError("must be an Avro record (its fields are the columns), as in Spark")
-    return text
-
-
 @dataclasses.dataclass(frozen=True)
-class FileSourceOptions(Options):
+class FileSourceOptions(AvroReadOptions, Options):
     """Everything but the paths (``load(path)``, or the ``path``/``paths`` options)."""
 
     source_name = FORMAT
@@ -121,8 +108,16 @@ class FileSourceOptions(Options):
         doc="parquet inference: merge the schemas of all files (else the first file's)",
     )
     avro_schema: str | None = option(
-        "avroSchema", _avro_schema, default=None,
+        "avroSchema", avro_record_schema, default=None,
         doc="avro: reader schema (Avro JSON) that files are resolved to by Avro's rules; gives the columns",
+    )
+    avro_schema_url: str | None = option(
+        "avroSchemaUrl", default=None, checks=[_not_empty],
+        doc="avro: path or fsspec URL of a file holding the reader schema (avroSchema wins if both are given)",
+    )
+    positional_field_matching: bool = option(
+        "positionalFieldMatching", parse_bool, default=False,
+        doc="avro: with a given schema, its fields read the Avro fields at the same position, whatever their names",
     )
     ignore_extension: bool = option(
         "ignoreExtension", parse_bool, default=True, doc="avro: false reads only files named *.avro (deprecated in Spark)",
@@ -332,6 +327,14 @@ class FileSourceOptions(Options):
                              "character")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
+        resolve_schema_url(self)
+        if self.avro_schema is not None and self.union_prefix is not None:
+            from connectors.core import avro  # fastavro: only where Avro is read
+
+            try:
+                avro.read_type(avro.parse(self.avro_schema), self.union_prefix)
+            except avro.AvroError as exc:
+                raise self.error("enableStableIdentifiersForUnionType", str(exc)) from None
         try:
             "".encode(self.encoding)
         except LookupError:
@@ -362,7 +365,10 @@ _FORMATS_OF = {
     "allow_non_numeric_numbers": _JSON_ONLY, "whole_text": ("text",), "sampling_ratio": ("csv", "json"),
     "prefer_date": ("csv",), "enforce_schema": ("csv",), "max_columns": ("csv",), "max_chars_per_column": ("csv",),
     "unescaped_quote_handling": ("csv",), "char_to_escape_quote_escaping": ("csv",), "locale": ("csv", "json"),
-    "merge_schema": ("parquet",), "avro_schema": ("avro",), "ignore_extension": ("avro",),
+    "merge_schema": ("parquet",), "avro_schema": ("avro",), "ignore_extension": ("avro",), "avro_schema_url": ("avro",),
+    "positional_field_matching": ("avro",), "enable_stable_identifiers_for_union_type": ("avro",),
+    "stable_identifier_prefix_for_union_type": ("avro",), "datetime_rebase_mode": ("avro",),
+    "recursive_field_max_depth": ("avro",),
 }  # fmt: skip
 
 

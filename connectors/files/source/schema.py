@@ -150,13 +150,14 @@ class SchemaInference:
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
         from connectors.core import avro  # fastavro: only where an Avro schema is read
 
+        prefix = self.config.union_prefix
         if self.config.avro_schema is not None:
-            return arrow_schema(avro.read_type(avro.parse(self.config.avro_schema)))
+            return arrow_schema(avro.read_type(avro.parse(self.config.avro_schema), prefix))
         fs, path = filesystem(files[0].path, self.config.storage_options)
         try:
             with fs.open(path, "rb") as raw:
                 schema_json, _, _ = avro.read_header(raw)
-            return arrow_schema(avro.read_type(avro.parse(schema_json)))
+            return arrow_schema(avro.read_type(avro.parse(schema_json), prefix))
         except (ValueError, EOFError) as exc:
             raise OptionError(FORMAT, "path", files[0].path, f"cannot read an Avro schema from it: {exc}") from None
 
@@ -517,6 +518,7 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
         max_chars_per_column=config.max_chars_per_column,
         date_format=config.date_format, timestamp_format=config.timestamp_format,
         timestamp_ntz_format=config.timestamp_ntz_format, multi_line=config.multi_line, avro_schema=config.avro_schema,
+        union_prefix=config.union_prefix, positional=config.positional_field_matching,
         storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
     )
     data = spec.data_schema

@@ -39,6 +39,7 @@ class AvroColumn:
     name: str  # "key" or "value"
     reader_json: str
     corrupt_column: str | None  # PERMISSIVE only
+    union_prefix: str | None = None  # enableStableIdentifiersForUnionType's prefix
 
     @functools.cached_property
     def reader(self) -> Any:
@@ -46,11 +47,16 @@ class AvroColumn:
 
     @functools.cached_property
     def spark_type(self):
-        return avro.read_type(self.reader)
+        return avro.read_type(self.reader, self.union_prefix)
+
+    @functools.cached_property
+    def decoded_type(self) -> pa.DataType:
+        """The type decoded to: union members named member0, ..., viewed as :attr:`arrow_type` after."""
+        return avro.arrow_type(self.reader)
 
     @functools.cached_property
     def arrow_type(self) -> pa.DataType:
-        return avro.arrow_type(self.reader)
+        return avro.renamed(self.decoded_type, avro.arrow_type(self.reader, self.union_prefix))
 
 
 def _topic_of(options) -> str | None:
@@ -100,11 +106,11 @@ class RecordDecoder:
         for name in names:
             reader_json = _reader_schema(options, name)
             try:
-                avro.spark_type(avro.parse(reader_json))
+                avro.spark_type(avro.parse(reader_json), options.union_prefix)
             except avro.AvroError as exc:
                 raise OptionError(FORMAT, f"{name}Format", "avro-confluent", f"the {name} schema: {exc}") from None
             column_corrupt = None if corrupt is None else corrupt if name == "value" else f"{corrupt}_key"
-            columns.append(AvroColumn(name, reader_json, column_corrupt))
+            columns.append(AvroColumn(name, reader_json, column_corrupt, options.union_prefix))
         return cls(options, tuple(columns))
 
     def __getstate__(self) -> dict:
@@ -136,7 +142,7 @@ class RecordDecoder:
                     f"partition {batch.column('partition')[row]} offset {batch.column('offset')[row]}"
                     f"{'' if schema_id is None else f' (schema id {schema_id})'}: {reason}. "
                     f"{len(bad)} record(s) of this batch fail; mode=PERMISSIVE reads them as null")
-            arrays[index] = decoded
+            arrays[index] = decoded.view(column.arrow_type)
             if column.corrupt_column:
                 mask = np.zeros(len(raw), bool)
                 mask[list(bad)] = True
@@ -150,12 +156,12 @@ class RecordDecoder:
         key = (column.name, schema_id)
         if key not in self._decoders:
             writer_json = registry.schema_by_id(self.settings, schema_id)
-            self._decoders[key] = avro.Decoder(writer_json, column.reader, column.arrow_type)
+            self._decoders[key] = avro.Decoder(writer_json, column.reader, column.decoded_type)
         return self._decoders[key]
 
     def _decode(self, column: AvroColumn, raw: pa.Array) -> tuple[pa.Array, dict[int, tuple[int | None, str]]]:
         """Decoded values (null where bad) and ``{row: (schema id, reason)}`` of the bad rows."""
-        target = column.arrow_type
+        target = column.decoded_type
         n = len(raw)
         raw = raw.cast(pa.binary())
         offsets = np.frombuffer(raw.buffers()[1], np.int32)[raw.offset:raw.offset + n + 1].astype(np.int64)

@@ -12,6 +12,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
+from connectors.core.avro_options import AvroReadOptions
 from connectors.core.options import (
     OptionError,
     Options,
@@ -110,7 +111,7 @@ def parse_pattern(text: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class KafkaSourceOptions(RegistryOptions, Options):
+class KafkaSourceOptions(AvroReadOptions, RegistryOptions, Options):
     """Spark's Kafka source options; ``kafka.*`` entries go to librdkafka (``extra``), the
     ``schema.registry.*`` ones to the Schema Registry client (see :mod:`connectors.kafka.registry`)."""
 
