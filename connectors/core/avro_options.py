@@ -8,7 +8,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from connectors.core.options import choice, option, parse_bool, parse_int
+from connectors.core.options import option, parse_bool, parse_int, supported_choice
 
 RECURSIVE_FIELD_MAX_DEPTH_LIMIT = 15  # spark-avro's
 
@@ -42,15 +42,13 @@ def resolve_schema_url(options: Any) -> None:
     object.__setattr__(options, "avro_schema", text)  # frozen options: set before anyone reads it
 
 
-def _rebase_mode(text: str) -> str:
-    mode = choice("EXCEPTION", "CORRECTED", "LEGACY")(text)
-    if mode != "CORRECTED":
-        # Values are read as written (proleptic Gregorian), what Spark 3+ writers mean: rebasing from the
-        # hybrid Julian calendar (LEGACY) and failing on dates before 1582-10-15 (EXCEPTION) are not done
-        raise ValueError("only CORRECTED (read dates and timestamps as written, proleptic Gregorian) is "
-                         "supported; LEGACY and EXCEPTION, for files of Spark 2 and other Julian-calendar "
-                         "writers, are not implemented: read such data with Spark's avro format or from_avro")
-    return mode
+# Values are read as written (proleptic Gregorian), what Spark 3+ writers mean: rebasing from the
+# hybrid Julian calendar (LEGACY) and failing on dates before 1582-10-15 (EXCEPTION) are not done
+_rebase_mode = supported_choice(
+    ("EXCEPTION", "CORRECTED", "LEGACY"), "CORRECTED",
+    "(read dates and timestamps as written, proleptic Gregorian) is supported; LEGACY and EXCEPTION, for files of "
+    "Spark 2 and other Julian-calendar writers, are not implemented: read such data with Spark's avro format or "
+    "from_avro")
 
 
 def _recursive_depth(value: int) -> None:

@@ -148,6 +148,20 @@ def choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def supported_choice(allowed: tuple[str, ...], supported: str, why: str) -> Callable[[str], str]:
+    """A parser of a Spark option's values ``allowed`` of which only ``supported`` is implemented:
+    the others are refused, saying ``why``."""
+    parse = choice(*allowed)
+
+    def parse_supported(text: str) -> str:
+        value = parse(text)
+        if value != supported:
+            raise ValueError(f"only {supported} {why}")
+        return value
+
+    return parse_supported
+
+
 # Checks: typed value -> None, or raise ValueError with a short reason.
 
 

@@ -21,6 +21,7 @@ from connectors.core.options import (
     parse_size,
     positive,
     single_char,
+    supported_choice,
 )
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimePattern
@@ -52,14 +53,11 @@ def _unlimited_or_non_negative(value: int) -> None:
         raise ValueError("must be -1 (no limit) or a number of characters")
 
 
-def _unescaped_quote_handling(text: str) -> str:
-    value = choice("STOP_AT_DELIMITER", "STOP_AT_CLOSING_QUOTE", "BACK_TO_DELIMITER", "SKIP_VALUE", "RAISE_ERROR")(text)
-    if value != "STOP_AT_DELIMITER":
-        # pyarrow's parser has one fixed way to read a stray quote, and reports none
-        raise ValueError("only STOP_AT_DELIMITER (Spark's default) is supported: pyarrow's csv parser cannot read "
-                         "a quote inside a value the other ways; fix the quoting of the files, or read them with "
-                         "spark.read.csv")
-    return value
+# pyarrow's parser has one fixed way to read a stray quote, and reports none
+_unescaped_quote_handling = supported_choice(
+    ("STOP_AT_DELIMITER", "STOP_AT_CLOSING_QUOTE", "BACK_TO_DELIMITER", "SKIP_VALUE", "RAISE_ERROR"),
+    "STOP_AT_DELIMITER", "(Spark's default) is supported: pyarrow's csv parser cannot read a quote inside a value "
+    "the other ways; fix the quoting of the files, or read them with spark.read.csv")
 
 
 def _locale(text: str) -> str:
