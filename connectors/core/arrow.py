@@ -16,7 +16,12 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from connectors.core.options import OptionError
 from connectors.core.spark_compat import ARROW_TIMESTAMPS_IN_UTC
 
-__all__ = ["Projection", "arrow_schema"]
+__all__ = ["Projection", "UTC_ZONES", "arrow_schema"]
+
+# Time zone names that are UTC at every instant (the zone of a timestamp column Spark hands over
+# is the session's); each one's table in Spark's julian-gregorian-rebase-micros.json is UTC's too
+UTC_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Etc/GMT+0", "Etc/GMT-0", "Etc/GMT0", "GMT0", "UCT",
+                       "Etc/UCT", "Etc/Greenwich", "Greenwich", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"})
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

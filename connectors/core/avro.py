@@ -376,8 +376,9 @@ def read_varint(stream: BinaryIO) -> int:
             return (n >> 1) ^ -(n & 1)
 
 
-def read_header(stream: BinaryIO) -> tuple[str, str, bytes]:
-    """``(schema JSON, codec, sync marker)`` of an object container file; leaves ``stream`` after it."""
+def read_header(stream: BinaryIO) -> tuple[str, str, bytes, dict[bytes, bytes]]:
+    """``(schema JSON, codec, sync marker, metadata)`` of an object container file; leaves ``stream`` after it.
+    The metadata tells the calendar of Spark's dates and timestamps (``org.apache.spark.legacyDateTime``)."""
     if stream.read(4) != MAGIC:
         raise ValueError("not an Avro object container file (no Obj\\x01 magic)")
     meta: dict[bytes, bytes] = {}
@@ -391,7 +392,7 @@ def read_header(stream: BinaryIO) -> tuple[str, str, bytes]:
     codec = meta.get(b"avro.codec", b"null").decode()
     if codec not in CODECS:
         raise ValueError(f"codec {codec!r} is not supported ({', '.join(CODECS)} are)")
-    return meta[b"avro.schema"].decode(), codec, sync
+    return meta[b"avro.schema"].decode(), codec, sync, meta
 
 
 # ---------------------------------------------------------------------------------------------

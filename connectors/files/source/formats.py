@@ -38,6 +38,7 @@ from connectors.core.filesystem import filesystem
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
+from connectors.files.source.rebase import FileCalendar, Fix, fixed
 from connectors.files.source.spark_texts import spark_text_value
 
 if TYPE_CHECKING:
@@ -155,6 +156,8 @@ class ReadSpec:
     avro_schema: str | None = None  # avroSchema: the reader schema files are resolved to
     union_prefix: str | None = None  # avro: stable identifiers of union members (None: member0, ...)
     positional: bool = False  # avro: positionalFieldMatching
+    datetime_rebase: str = "CORRECTED"  # parquet, avro: datetimeRebaseMode, int96RebaseMode (Spark 4's defaults)
+    int96_rebase: str = "CORRECTED"
     storage_options: dict | None = None
     partition_bases: tuple[str, ...] = ()  # where the walk up a file's key=value directories stops
     partition_values: partitions.Values = ()  # of the file read (for_file): columns of the schema only
@@ -1016,11 +1019,14 @@ class SplitReader:
         try:
             parquet = open_parquet(raw)
             present = [name for name in self.spec.data_schema.names if name in parquet.schema_arrow.names]
+            calendar = FileCalendar.of(self.split.path, parquet.metadata.metadata, self.spec.datetime_rebase,
+                                       self.spec.int96_rebase)
+            fixes = calendar.column_fixes(parquet.schema_arrow, present, leaf_physical_types(parquet))
             batches = parquet.iter_batches(
                 batch_size=PARQUET_BATCH_ROWS, row_groups=self.split.row_groups, columns=present
             )
             for batch in batches:
-                yield self.out.build(pa.Table.from_batches([batch]))
+                yield self.out.build(pa.Table.from_batches([fixed(batch, fixes)]))
         except (pa.ArrowInvalid, OSError) as exc:
             error = self._corrupt(exc)
             if not self.spec.ignore_corrupt_files:
@@ -1034,7 +1040,7 @@ class SplitReader:
         split = self.split
         end = split.size if split.end < 0 else split.end
         try:
-            schema_json, codec, sync = avro.read_header(raw)
+            schema_json, codec, sync, metadata = avro.read_header(raw)
             writer = avro.parse(schema_json)
             reader = None if self.spec.avro_schema is None else avro.parse(self.spec.avro_schema)  # None: the writer's
             decoded = avro.arrow_type(reader or writer)
@@ -1044,6 +1050,8 @@ class SplitReader:
                 names = avro.renamed(names, pa.struct(list(self.spec.data_schema)))
             avro.check_readable(reader or writer, names, self.spec.data_schema, f"connectors.files: {split.path}")
             decoder = avro.Decoder(schema_json, reader, decoded)
+            calendar = FileCalendar.of(split.path, metadata, self.spec.datetime_rebase)
+            fixes = calendar.column_fixes(names, self.spec.data_schema.names)
             decompress = avro.CODECS[codec][1]
             position = raw.tell() if split.start == 0 else _after_sync(raw, split.start, sync, split.size)
             pending: list[bytes] = []
@@ -1058,24 +1066,25 @@ class SplitReader:
                 count += records
                 position = raw.tell()
                 if count >= AVRO_BATCH_ROWS:
-                    yield self._avro_batch(decoder, names, count, pending)
+                    yield self._avro_batch(decoder, fixes, names, count, pending)
                     pending, count = [], 0
             if count:
-                yield self._avro_batch(decoder, names, count, pending)
+                yield self._avro_batch(decoder, fixes, names, count, pending)
         except (ValueError, EOFError, OSError, pa.ArrowInvalid) as exc:
             error = self._corrupt(exc)
             if not self.spec.ignore_corrupt_files:
                 raise error from None
             yield from self._skipped(error)
 
-    def _avro_batch(self, decoder: Decoder, names: pa.DataType, count: int, blocks: list[bytes]) -> pa.RecordBatch:
+    def _avro_batch(self, decoder: Decoder, fixes: dict[str, Fix], names: pa.DataType, count: int,
+                    blocks: list[bytes]) -> pa.RecordBatch:
         from connectors.core.avro import AvroTypeError
 
         try:
             values = decoder.decode_block(count, b"".join(blocks)).view(names)
         except AvroTypeError as exc:  # avroSchema that the file's schema does not resolve to: no corrupt file
             raise AvroTypeError(f"connectors.files: {self.split.path}: {exc}") from None
-        return self.out.build(pa.Table.from_batches([pa.RecordBatch.from_struct_array(values)]))
+        return self.out.build(pa.Table.from_batches([fixed(pa.RecordBatch.from_struct_array(values), fixes)]))
 
     def _skipped(self, error: CorruptFileError) -> Iterator[pa.RecordBatch]:
         """ignoreCorruptFiles: count the file where the user sees it, then go on.
@@ -1094,6 +1103,12 @@ def open_parquet(raw: BinaryIO) -> pq.ParquetFile:
     """A parquet file whose INT96 timestamps (what Spark writes by default) read at microseconds,
     Spark's unit: at pyarrow's nanoseconds only years 1677-2262 fit."""
     return pq.ParquetFile(raw, coerce_int96_timestamp_unit="us")
+
+
+def leaf_physical_types(parquet: pq.ParquetFile) -> Iterator[str]:
+    """The physical types of a parquet file's leaf columns, in the order the Arrow schema's leaves come
+    (depth first): INT96 timestamps read as zone-less ones do."""
+    return (parquet.schema.column(i).physical_type for i in range(len(parquet.schema)))
 
 
 def _after_sync(stream: BinaryIO, start: int, sync: bytes, size: int) -> int:

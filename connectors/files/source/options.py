@@ -25,6 +25,7 @@ from connectors.core.options import (
 )
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimePattern
+from connectors.files.source import rebase
 from connectors.files.source.spark_texts import spark_timestamp
 
 FORMATS = ("text", "csv", "json", "parquet", "avro")
@@ -293,6 +294,21 @@ class FileSourceOptions(AvroReadOptions, Options):
         doc="JSON object of fsspec filesystem arguments (endpoint, credentials)",
     )
 
+    _: dataclasses.KW_ONLY
+    # Keyword-only as the AvroReadOptions field it overrides (which, as from_avro, takes only CORRECTED).
+    # Spark's parquet and avro read options: its confs (spark.sql.parquet.datetimeRebaseModeInRead, ...) do not
+    # reach a Python data source. They decide only for files Spark did not write: Spark's metadata does the rest.
+    datetime_rebase_mode: str = option(
+        "datetimeRebaseMode", choice(*rebase.MODES), default="CORRECTED",
+        doc="parquet, avro: the calendar of dates and timestamps of files not written by Spark: CORRECTED reads "
+            "them as written (Spark 4's default), EXCEPTION fails on dates before 1582-10-15 and timestamps before "
+            "1900, LEGACY rebases them from the hybrid Julian+Gregorian calendar",
+    )
+    int96_rebase_mode: str = option(
+        "int96RebaseMode", choice(*rebase.MODES), default="CORRECTED",
+        doc="parquet: the same for INT96 timestamps",
+    )
+
     def validate(self) -> None:
         if self.max_files_per_trigger is not None and self.max_bytes_per_trigger is not None:
             raise self.error("maxBytesPerTrigger", "cannot be combined with maxFilesPerTrigger (as in Spark)")
@@ -365,7 +381,8 @@ _FORMATS_OF = {
     "unescaped_quote_handling": ("csv",), "char_to_escape_quote_escaping": ("csv",), "locale": ("csv", "json"),
     "merge_schema": ("parquet",), "avro_schema": ("avro",), "ignore_extension": ("avro",), "avro_schema_url": ("avro",),
     "positional_field_matching": ("avro",), "enable_stable_identifiers_for_union_type": ("avro",),
-    "stable_identifier_prefix_for_union_type": ("avro",), "datetime_rebase_mode": ("avro",),
+    "stable_identifier_prefix_for_union_type": ("avro",), "datetime_rebase_mode": ("parquet", "avro"),
+    "int96_rebase_mode": ("parquet",),
     "recursive_field_max_depth": ("avro",),
 }  # fmt: skip
 

@@ -53,6 +53,7 @@ from connectors.files.source.formats import (
     document_records,
     header_lines,
     header_tokens,
+    leaf_physical_types,
     open_parquet,
     separated,
     strict_json,
@@ -144,7 +145,7 @@ class SchemaInference:
         fs, path = filesystem(file.path, self.config.storage_options)
         with fs.open(path, "rb") as raw:
             parquet = open_parquet(raw)
-            physical = iter([parquet.schema.column(i).physical_type for i in range(len(parquet.schema))])
+            physical = leaf_physical_types(parquet)
             return pa.schema([f.with_type(_int96_as_instants(f.type, physical)) for f in parquet.schema_arrow])
 
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
@@ -156,7 +157,7 @@ class SchemaInference:
         fs, path = filesystem(files[0].path, self.config.storage_options)
         try:
             with fs.open(path, "rb") as raw:
-                schema_json, _, _ = avro.read_header(raw)
+                schema_json = avro.read_header(raw)[0]
             return arrow_schema(avro.read_type(avro.parse(schema_json), prefix))
         except (ValueError, EOFError) as exc:
             raise OptionError(FORMAT, "path", files[0].path, f"cannot read an Avro schema from it: {exc}") from None
@@ -519,6 +520,7 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
         date_format=config.date_format, timestamp_format=config.timestamp_format,
         timestamp_ntz_format=config.timestamp_ntz_format, multi_line=config.multi_line, avro_schema=config.avro_schema,
         union_prefix=config.union_prefix, positional=config.positional_field_matching,
+        datetime_rebase=config.datetime_rebase_mode, int96_rebase=config.int96_rebase_mode,
         storage_options=config.storage_options, partition_bases=partition_bases(config, paths),
     )
     data = spec.data_schema
