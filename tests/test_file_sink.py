@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import threading
@@ -10,11 +11,15 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 from pyspark.errors import PySparkException
 
+from connectors.core.arrow import UTC_ZONES
 from connectors.files import FileSink, FileSinkListener, finish
+from connectors.files.sink.csv_lines import CsvDialect, csv_lines
 from connectors.testing.spark import run_available_now
 
 
@@ -337,6 +342,21 @@ def test_json_writer_options_give_sparks_bytes(spark, tmp_path, options):
     if "SSSSSS" in options["timestampFormat"]:  # microseconds kept: every value reads back
         read = spark.read.schema(df.schema).options(**options).json(str(tmp_path / "ours"))
         assert sorted(map(str, read.collect())) == sorted(map(str, df.collect()))
+
+
+@pytest.mark.parametrize("zone", [*sorted(UTC_ZONES), "America/Los_Angeles"])
+def test_csv_timestamps_have_the_text_arrow_gives_them(zone):
+    """A zoned timestamp's text, made without the zone database where the zone is UTC: the same
+    as Arrow's own writer gives (here in quotes), at every unit, from year 1 to 9999."""
+    instants = [datetime(2024, 1, 2, 3, 4, 5), datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999),
+                datetime(1969, 12, 31, 23, 59, 59, 500000), None]  # fmt: skip
+    for unit in ("s", "ms", "us", "ns"):
+        values = [t and t.replace(tzinfo=timezone.utc) if unit != "ns" or t is None or 1678 < t.year < 2262 else None
+                  for t in instants]  # fmt: skip
+        batch = pa.record_batch([pa.array(values, pa.timestamp(unit, tz=zone))], names=["t"])
+        arrows = io.BytesIO()
+        pacsv.write_csv(batch, arrows, pacsv.WriteOptions(include_header=False))
+        assert csv_lines(batch, CsvDialect()).replace(b'"', b"") == arrows.getvalue(), unit
 
 
 def test_csv_writer_options_give_sparks_bytes_or_rows(spark, tmp_path):
