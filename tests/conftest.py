@@ -27,6 +27,15 @@ def spark():
     session.stop()
 
 
+@pytest.fixture
+def utc_session(spark):
+    """The shared session with its time zone set to UTC for one test."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    yield spark
+    spark.conf.set("spark.sql.session.timeZone", zone)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     from connectors.testing import services

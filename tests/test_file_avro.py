@@ -263,14 +263,6 @@ SPARK_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def utc_session(spark):
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    yield spark
-    spark.conf.set("spark.sql.session.timeZone", zone)
-
-
 def test_spark_avro_reads_our_parts_and_we_read_its_files(utc_session, tmp_path):
     """Spark's own ``avro`` format (spark-avro), in its own Spark process, reads what our sink
     wrote; our source reads what Spark's avro writer wrote (every codec it takes). Edge values

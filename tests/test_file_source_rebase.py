@@ -115,14 +115,6 @@ def test_files_spark_wrote_in_either_calendar_read_as_spark_reads_them(tmp_path)
             read_ours(tmp_path / name, kind)
 
 
-@pytest.fixture
-def utc(spark):
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
-    yield spark
-    spark.conf.set("spark.sql.session.timeZone", zone)
-
-
 def as_strings(df) -> list[list[str]]:
     return sorted(map(list, df.selectExpr(*[f"cast({c} as string)" for c in df.columns]).orderBy("id").collect()))
 
@@ -131,7 +123,7 @@ def ours(spark, path, kind: str, **options):
     return spark.read.format(FORMAT).options(fileFormat=kind, **options).load(str(path))
 
 
-def test_files_not_written_by_spark_follow_the_rebase_options_as_spark(utc, tmp_path):
+def test_files_not_written_by_spark_follow_the_rebase_options_as_spark(utc_session, tmp_path):
     """No Spark metadata: CORRECTED (the default, Spark 4's) reads them as written; EXCEPTION fails on values the
     calendars disagree on, as Spark's reader; LEGACY rebases dates as Spark does, refuses timestamps of an unknown zone."""
     days = [datetime.date(1000, 1, 1), datetime.date(1582, 10, 14), None, datetime.date(2026, 1, 1)]
@@ -139,29 +131,29 @@ def test_files_not_written_by_spark_follow_the_rebase_options_as_spark(utc, tmp_
     pq.write_table(pa.table({"id": [1, 2, 3, 4], "d": days, "s": nested}), tmp_path / "dates.parquet")
     for read in (ours, lambda spark, path, kind, **options: spark.read.options(**options).parquet(str(path))):
         with pytest.raises(PySparkException, match="datetimeRebaseMode"):
-            read(utc, tmp_path / "dates.parquet", "parquet", datetimeRebaseMode="EXCEPTION").collect()
+            read(utc_session, tmp_path / "dates.parquet", "parquet", datetimeRebaseMode="EXCEPTION").collect()
     for options, first in (({}, "1000-01-01"), ({"datetimeRebaseMode": "LEGACY"}, "0999-12-27")):  # Julian 0999-12-27
-        expected = as_strings(utc.read.options(**options).parquet(str(tmp_path / "dates.parquet")))
-        assert as_strings(ours(utc, tmp_path / "dates.parquet", "parquet", **options)) == expected
+        expected = as_strings(utc_session.read.options(**options).parquet(str(tmp_path / "dates.parquet")))
+        assert as_strings(ours(utc_session, tmp_path / "dates.parquet", "parquet", **options)) == expected
         assert expected[0][1] == first
 
     # INT96 timestamps follow int96RebaseMode
     at = pa.array([datetime.datetime(1800, 1, 1), None], pa.timestamp("us"))
     pq.write_table(pa.table({"id": [1, 2], "ts": at}), tmp_path / "int96.parquet", use_deprecated_int96_timestamps=True)
     with pytest.raises(PySparkException, match=r"int96\.parquet: column 'ts' .*int96RebaseMode"):
-        ours(utc, tmp_path / "int96.parquet", "parquet", int96RebaseMode="EXCEPTION").collect()
-    assert as_strings(ours(utc, tmp_path / "int96.parquet", "parquet")) == [["1", "1800-01-01 00:00:00"], ["2", None]]
+        ours(utc_session, tmp_path / "int96.parquet", "parquet", int96RebaseMode="EXCEPTION").collect()
+    assert as_strings(ours(utc_session, tmp_path / "int96.parquet", "parquet")) == [["1", "1800-01-01 00:00:00"], ["2", None]]
     with pytest.raises(PySparkException, match="a time zone the file does not record"):
-        ours(utc, tmp_path / "int96.parquet", "parquet", int96RebaseMode="LEGACY").collect()
+        ours(utc_session, tmp_path / "int96.parquet", "parquet", int96RebaseMode="LEGACY").collect()
 
     with (tmp_path / "dates.avro").open("wb") as handle:
         fastavro.writer(handle, {"type": "record", "name": "r", "fields": [
             {"name": "id", "type": "int"}, {"name": "d", "type": ["null", {"type": "int", "logicalType": "date"}]}]},
                         [{"id": i, "d": d} for i, d in enumerate(days)])
     with pytest.raises(PySparkException, match=r"dates\.avro: column 'd' holds dates before 1582-10-15"):
-        ours(utc, tmp_path / "dates.avro", "avro", datetimeRebaseMode="EXCEPTION").collect()
-    assert as_strings(ours(utc, tmp_path / "dates.avro", "avro"))[0][1] == "1000-01-01"
-    legacy = as_strings(ours(utc, tmp_path / "dates.avro", "avro", datetimeRebaseMode="LEGACY"))
+        ours(utc_session, tmp_path / "dates.avro", "avro", datetimeRebaseMode="EXCEPTION").collect()
+    assert as_strings(ours(utc_session, tmp_path / "dates.avro", "avro"))[0][1] == "1000-01-01"
+    legacy = as_strings(ours(utc_session, tmp_path / "dates.avro", "avro", datetimeRebaseMode="LEGACY"))
     assert [row[1] for row in legacy] == ["0999-12-27", "1582-10-04", None, "2026-01-01"]
 
 
