@@ -351,6 +351,11 @@ CSV_OPTION_CASES = [
      ["Row(s='a', n='1')", "Row(s='b', n='x\\ny')", "Row(s='c', n='3')"]),
     ("h,n\r\n1,2\r\n3,4\r\n", None, {"lineSep": "\r\n", "header": "true"}, ["Row(h='1', n='2')", "Row(h='3', n='4')"]),
     ("a;1||b;2||", None, {"lineSep": "||", "sep": ";"}, ["Row(_c0='a', _c1='1')", "Row(_c0='b', _c1='2')"]),
+    # the escape character escapes a quote or itself inside quotes, nothing outside them
+    ('C:\\data,1\nend\\,x\n"a\\"b",3\n"a\\\\b",4\n"a\\xb",5\na\\"b,6\n"q\\\\",7\n', "a string, b string", {},
+     ["Row(a='C:\\\\data', b='1')", "Row(a='end\\\\', b='x')", "Row(a='a\"b', b='3')", "Row(a='a\\\\b', b='4')",
+      "Row(a='a\\\\xb', b='5')", "Row(a='a\\\\\"b', b='6')", "Row(a='q\\\\', b='7')"]),
+    ("p,q\n1,2\n3\\,4\n", None, {"header": "true", "inferSchema": "true"}, ["Row(p='1', q=2)", "Row(p='3\\\\', q=4)"]),
 ]  # fmt: skip
 
 

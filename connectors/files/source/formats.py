@@ -350,6 +350,7 @@ class CsvParser:
         self.null_values = [spec.null_value] if spec.null_value == "" else [spec.null_value, ""]
         self.comment = spec.comment
         self.trim = white_space_trimmer(spec.separator, spec.quote, spec.escape, spec.trim_leading, spec.trim_trailing)
+        self.literal_escapes = literal_escapes(spec.separator, spec.quote, spec.escape, spec.encoding, self.spanning)
         # Texts of NaN and the infinities other than the defaults (which pyarrow reads), as pyarrow's.
         self.specials = [(text, value) for text, default, value in (
             (spec.nan_value, "NaN", "NaN"), (spec.positive_inf, "Inf", "inf"), (spec.negative_inf, "-Inf", "-inf"),
@@ -431,6 +432,7 @@ class CsvParser:
         skip = header_lines(block) if first_block and self.spec.header else 0
         if skip and not self.spec.enforce_schema:
             self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
+        block = self.literal_escapes(block)
         bad: list[Malformed] = []
         pattern_for = self.spec.pattern_for
         # Dates and timestamps with a pattern are read as text, then parsed by it.
@@ -480,6 +482,45 @@ def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
         parts.append(space + end)
     pattern = re.compile(b"|".join(parts), re.MULTILINE | re.DOTALL)
     return lambda block: pattern.sub(lambda match: match.group(1) or b"", block)
+
+
+def literal_escapes(separator: str, quote: str, escape: str, encoding: str,
+                    spanning: bool) -> Callable[[bytes], bytes]:
+    """The escape character as Spark's csv parser reads it, for pyarrow's, which takes it as an
+    escape everywhere: outside quotes it is a character like any other (``C:\\data``), and inside
+    them it escapes only a quote or itself (``"a\\xb"`` keeps its backslash). Where it is a
+    character it is doubled, which pyarrow reads as one. A quote starts a quoted value only at a
+    value's start (else it is a character too). Only the lines holding the escape character are
+    looked at, unless records may span lines (``spanning``)."""
+    if not escape or escape == quote or (separator + quote + escape + "\n").encode(encoding, "replace") != (
+            separator + quote + escape + "\n").encode():
+        return lambda block: block  # RFC 4180's doubled quotes, or an encoding these bytes are not in
+    s, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
+    start = b"(?:(?<=[" + s + b"\n])|(?<![\\s\\S]))"  # after a separator or a line end, or at the block's start
+    inside = b"(?:[^" + q + e + b"]++|" + e + b".|" + q + q + b")*+"
+    # a run needing no change (no escape outside quotes, no quoted value holding one), then what does
+    plain = b"(?:[^" + q + e + b"]++|" + start + q + b"[^" + q + e + b"]*+" + q + b"|(?<=[^" + s + b"\n])" + q + b")*+"
+    pattern = re.compile(b"(" + plain + b")(?:(" + start + q + inside + q + b")|" + e + b")", re.DOTALL)
+    pair = re.compile(e + b"(.)", re.DOTALL)
+    escape_byte, kept = escape.encode(), {quote.encode(), escape.encode()}
+    doubled = escape_byte * 2
+
+    def in_quotes(match: re.Match) -> bytes:
+        return match.group(0) if match.group(1) in kept else doubled + match.group(1)
+
+    def fix(match: re.Match) -> bytes:
+        quoted = match.group(2)
+        return match.group(1) + (doubled if quoted is None else pair.sub(in_quotes, quoted))
+
+    def lines(block: bytes) -> bytes:
+        parts, done = [], 0
+        while (at := block.find(escape_byte, done)) >= 0:
+            start, end = block.rfind(b"\n", done, at) + 1 or done, block.find(b"\n", at) + 1 or len(block)
+            parts += [block[done:start], pattern.sub(fix, block[start:end])]
+            done = end
+        return b"".join([*parts, block[done:]]) if parts else block
+
+    return (lambda block: pattern.sub(fix, block) if escape_byte in block else block) if spanning else lines
 
 
 def header_tokens(line: str, separator: str, quote: str) -> list[str]:

@@ -54,6 +54,7 @@ from connectors.files.source.formats import (
     header_lines,
     header_tokens,
     leaf_physical_types,
+    literal_escapes,
     open_parquet,
     separated,
     strict_json,
@@ -215,10 +216,12 @@ class SchemaInference:
         inference = CsvInference(config)
         types: list[DataType] = [NullType()] * len(names)
         lines = _line_sample(config)  # the names come from the first line whatever is sampled, as in Spark
+        escapes = literal_escapes(config.separator, config.quote, config.escape, config.encoding,
+                                  config.multi_line or config.line_sep is not None)
         for file in files:  # one fold over every file, as Spark's over a partition of small files
             data = sample if file is files[0] and lines is None else _sample(file, config, lines)
             table = pacsv.read_csv(
-                io.BytesIO(data),
+                io.BytesIO(escapes(data)),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=header_lines(data) if config.header else 0,
                                                encoding=config.encoding),
                 parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote,
