@@ -365,6 +365,29 @@ def test_csv_options_read_as_spark_does(spark, tmp_path, content, schema, option
     assert _same_rows(spark, "csv", tmp_path / "a.csv", schema, **options) == sorted(expected)
 
 
+@pytest.mark.parametrize("fmt, content, schema, options", [
+    # too few values, too many, one that does not convert, in a header file and a multiLine one
+    ("csv", 'a,b,c\n1,2\n,\n3,4,5,6\n"q\\"x",1,2\nnot-a-number,5,6\n', "a int, b int, c int", {"header": "true"}),
+    ("csv", '1,"x\ny",3\n"bad",2\n4,"z"\n', "a int, b string, c int", {"multiLine": "true"}),
+    # a field of the wrong type, at the top and inside a struct; an array or map with one is null
+    ("json", '{"a": 1, "b": "ok"}\n{"a": "x", "b": "bad type"}\n{broken\n'
+             '{"a": 1, "s": {"p": 1, "q": "bad"}, "l": [1, "x"], "m": {"k": "x", "j": 2}}\n'
+             '{"a": "q", "s": {"p": "bad", "q": 2}, "l": [1, 2], "m": {"k": 1}}\n',
+     "a int, b string, s struct<p int, q int>, l array<int>, m map<string,int>", {}),
+])  # fmt: skip
+def test_malformed_records_keep_what_converts_in_place_as_spark_does(spark, tmp_path, fmt, content, schema, options):
+    """PERMISSIVE: a malformed record's values that convert are kept, the others null (Spark 3's
+    partial results), in the file's order; DROPMALFORMED drops it, both as Spark's readers do."""
+    (tmp_path / f"a.{fmt}").write_text(content)
+    for mode in ("PERMISSIVE", "DROPMALFORMED"):
+        def read(reader):
+            return reader.schema(schema + ", _corrupt_record string").options(mode=mode, **options).load(str(tmp_path))
+
+        theirs = read(spark.read.format(fmt)).collect()
+        assert read(spark.read.format("connectors.files").option("fileFormat", fmt)).collect() == theirs
+        assert mode == "DROPMALFORMED" or any(r._corrupt_record and any(v is not None for v in r[:2]) for r in theirs)
+
+
 LENIENT_JSON = (
     "{'a': 'x', 'b': 1}\n{\"a\": \"it's\", \"b\": 2}\n{'a': \"q\\\"\", 'b': 3}\n{a: 'u', b: 4}\n"
     "{\"a\": \"c\" /* c */, \"b\": 5}\n{\"a\": \"z\", \"b\": 007}\n// only a comment\n"

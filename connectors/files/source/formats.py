@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -247,6 +248,8 @@ def _line_blocks(chunks: Iterator[bytes], separator: bytes = b"\n") -> Iterator[
 class Malformed:
     line: int  # 1-based, within the block
     text: str
+    row: int = -1  # its row in the parser's table, holding the values that converted (Spark's partial results)
+    columns: int = 0  # csv: how many values it has, where not the schema's count
 
 
 PatternFor = Callable[[pa.DataType], "DateTimePattern | None"]
@@ -364,7 +367,8 @@ class CsvParser:
         too_wide = []  # pyarrow drops what the handler raises: records past maxColumns, failed after
 
         def invalid(row) -> str:
-            (too_wide if row.actual_columns > self.spec.max_columns else bad).append(Malformed(row.number or 0, row.text))
+            malformed = Malformed(row.number or 0, row.text, columns=row.actual_columns)
+            (too_wide if row.actual_columns > self.spec.max_columns else bad).append(malformed)
             return "skip"
 
         table = pacsv.read_csv(
@@ -425,6 +429,9 @@ class CsvParser:
         return table
 
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        """The block's records, malformed ones too (with the values that convert, the others null,
+        as Spark's PERMISSIVE rows), and which rows are malformed."""
+        original = block
         if self.comment is not None:
             block = self.uncommented(block, self.comment, self.spec.encoding)
         if self.trim is not None:
@@ -433,33 +440,62 @@ class CsvParser:
         if skip and not self.spec.enforce_schema:
             self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
         block = self.literal_escapes(block)
-        bad: list[Malformed] = []
+        skipped: list[Malformed] = []
         pattern_for = self.spec.pattern_for
         # Dates and timestamps with a pattern are read as text, then parsed by it.
         types = {f.name: pa.string() if pattern_for(f.type) or f.name in self.as_text else f.type for f in self.schema}
         try:
-            table = self._read(block, skip, types, bad)
-            if not self.as_text and types == {f.name: f.type for f in self.schema}:
-                return table, bad
-            typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
-            if not bad_rows:
-                return typed, bad
+            table = self._read(block, skip, types, skipped)
+            if not skipped:
+                if not self.as_text and types == {f.name: f.type for f in self.schema}:
+                    return table, []
+                typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
+                if not bad_rows:
+                    return typed, []
         except pa.ArrowInvalid:
             pass
-        # A value did not convert: read strings, then find the rows that fail.
-        bad.clear()
-        table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, bad)
+        # Some record is malformed: read text, then convert what converts.
+        skipped.clear()
+        table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped)
+        lines = None if self.spanning else _record_lines(block, skip)  # a record's line number, by row
+        table, skipped_rows = self._with_skipped(table, skipped, lines)
         typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
-        if bad_rows and self.spanning:  # a record may span lines: its fields name it
-            fields = table.take(bad_rows).to_pylist()
-            bad.extend(Malformed(row + 1, self.spec.separator.join(v or "" for v in record.values()))
-                       for row, record in zip(bad_rows, fields))
-        elif bad_rows:
-            skipped = {m.line for m in bad}  # rows the parser dropped have no row in `table`
-            lines = [line for line in _data_lines(block, skip) if line[0] not in skipped]
-            bad.extend(Malformed(lines[row][0], lines[row][1]) for row in bad_rows)
-            typed = typed.filter(pa.array([i not in set(bad_rows) for i in range(typed.num_rows)]))
-        return typed, sorted(bad, key=lambda m: m.line)
+        starts, ends = _line_bounds(original)
+        bad = []
+        for row in sorted(set(bad_rows) | skipped_rows.keys()):
+            if lines is not None:
+                number = int(lines[row])
+                text = original[starts[number - 1]:ends[number - 1]].decode(self.spec.encoding, errors="replace")
+                bad.append(Malformed(number, text.rstrip("\r"), row))
+            elif row in skipped_rows:
+                bad.append(dataclasses.replace(skipped_rows[row], line=row + 1, row=row))
+            else:  # a record may span lines: its values name it
+                values = table.slice(row, 1).to_pylist()[0].values()
+                bad.append(Malformed(row + 1, self.spec.separator.join(v or "" for v in values), row))
+        return typed, bad
+
+    def _with_skipped(self, table: pa.Table, skipped: list[Malformed],
+                      lines: np.ndarray | None) -> tuple[pa.Table, dict[int, Malformed]]:
+        """``table`` (text) with the records of too few or too many values the parser skipped put
+        back where they are: their first values, nulls for the missing ones, as Spark reads them.
+        Where the records' lines are not known (they may span lines), after the others."""
+        if not skipped:
+            return table, {}
+        names, width = self.schema.names, max(len(self.schema), *(m.columns for m in skipped))
+        padded = "\n".join(m.text.rstrip("\r") + self.spec.separator * (width - m.columns) for m in skipped) + "\n"
+        values = pacsv.read_csv(
+            io.BytesIO(padded.encode()),
+            read_options=pacsv.ReadOptions(column_names=[str(i) for i in range(width)], use_threads=False),
+            parse_options=pacsv.ParseOptions(**self.parse_options),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(map(str, range(width)), pa.string()),
+                                                 null_values=self.null_values, strings_can_be_null=True,
+                                                 quoted_strings_can_be_null=False),
+        ).select([str(i) for i in range(len(names))]).rename_columns(names)
+        rows, numbers = table.num_rows, np.array([m.line for m in skipped])
+        at = np.searchsorted(lines, numbers) if lines is not None and len(lines) == rows + len(skipped) else None
+        if at is None or (at >= len(lines)).any() or (lines[np.minimum(at, len(lines) - 1)] != numbers).any():
+            return pa.concat_tables([table, values]), {rows + i: m for i, m in enumerate(skipped)}
+        return _interleave(table, values, at), {int(row): m for row, m in zip(at, skipped)}
 
 
 def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
@@ -537,6 +573,38 @@ def header_lines(block: bytes) -> int:
     return 1
 
 
+def _interleave(table: pa.Table, rows: pa.Table, at: Sequence[int]) -> pa.Table:
+    """``table`` with ``rows`` put in, so that they are rows ``at`` (ascending) of the result."""
+    count = table.num_rows + rows.num_rows
+    placed = np.zeros(count, bool)
+    placed[np.asarray(at, np.int64)] = True
+    order = np.empty(count, np.int64)
+    order[placed], order[~placed] = table.num_rows + np.arange(rows.num_rows), np.arange(table.num_rows)
+    return pa.concat_tables([table, rows]).take(pa.array(order))
+
+
+def _null_rows(schema: pa.Schema, count: int) -> pa.Table:
+    return pa.table({f.name: pa.nulls(count, f.type) for f in schema}, schema=schema)
+
+
+def _line_bounds(block: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Where each line of the block starts, and where it ends (at its newline, or the block's end)."""
+    ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(block))
+    return np.concatenate(([0], ends[:-1] + 1)), ends
+
+
+def _record_lines(block: bytes, skip: int) -> np.ndarray:
+    """The numbers (from 1) of the lines after the first ``skip`` that are not blank: one a record,
+    where no record spans lines."""
+    starts, ends = _line_bounds(block)
+    data = np.frombuffer(block, np.uint8)
+    only_return = (ends - starts == 1) & (data[np.minimum(starts, len(data) - 1)] == ord("\r"))
+    numbers = np.arange(1, len(ends) + 1)
+    return numbers[(ends > starts) & ~only_return & (numbers > skip)]
+
+
 def _data_lines(block: bytes, skip: int) -> list[tuple[int, str]]:
     """(line number, text) of the non-empty lines after the first ``skip`` (no quoted newlines)."""
     lines = block.decode("utf-8", errors="replace").split("\n")
@@ -553,13 +621,16 @@ class JsonParser:
     is read again that way."""
 
     def __init__(self, spec: ReadSpec):
+        self.spec = spec
         self.schema = spec.data_schema
+        self.read_schema = pa.schema([f.with_nullable(True) for f in self.schema])  # pyarrow's reader's
         self.encoding = spec.encoding
         self.pattern_for = spec.pattern_for
         self.wire = pa.schema([f.with_type(_wire_type(f.type, self.pattern_for)) for f in self.schema])
         self.row = pa.struct(list(self.schema))
         self.maps = _has_map(self.row)
         self.syntax = spec.json_syntax
+        self.alone: dict[tuple[str, ...], JsonParser] = {}  # by column and field path: a parser of it alone
 
     def _read(self, block: bytes, in_python: bool = False) -> pa.Table:
         if self.maps or in_python:
@@ -577,7 +648,7 @@ class JsonParser:
             return table
         columns = [_from_wire(column.combine_chunks(), field.type, self.pattern_for)
                    for column, field in zip(table.columns, self.schema)]
-        return pa.Table.from_arrays(columns, schema=self.schema)
+        return pa.Table.from_arrays(columns, schema=self.read_schema)
 
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
         if self.encoding.replace("-", "").upper() != "UTF8":
@@ -596,17 +667,78 @@ class JsonParser:
                 continue  # nothing but comments: no record, as in Spark
             ok = text is line or (text is not None and _is_object(text, self.syntax))
             (good if ok else bad).append((number, text or line, line))
-        try:
-            table = self._read("\n".join(text for _, text, _ in good).encode()) if good else self.schema.empty_table()
-        except pa.ArrowInvalid:  # a type mismatch or a NaN: line by line
-            kept = []
-            for entry in good:
-                try:
-                    kept.append(self._read(entry[1].encode(), in_python=True))
-                except pa.ArrowInvalid:
-                    bad.append(entry)
-            table = pa.concat_tables(kept) if kept else self.schema.empty_table()
-        return table, sorted((Malformed(n, line) for n, _, line in bad), key=lambda m: m.line)
+        texts = [text.encode() for _, text, _ in good]
+        table, failed = self._read_each(texts)
+        if failed:  # objects that do not read whole: what does, in place
+            table = _interleave(table, self._partial([texts[i] for i in failed]), failed)
+        # the records in their order: those that are no JSON object as rows of nulls
+        partial = set(failed)
+        records = sorted([(number, row, line if row in partial else None) for row, (number, _, line) in enumerate(good)]
+                         + [(entry[0], table.num_rows + i, entry[2]) for i, entry in enumerate(bad)])
+        order = pa.array([row for _, row, _ in records], pa.int64())
+        table = pa.concat_tables([table, _null_rows(self.read_schema, len(bad))]).take(order)
+        return table, [Malformed(n, line, row) for row, (n, _, line) in enumerate(records) if line is not None]
+
+    def _read_each(self, lines: list[bytes]) -> tuple[pa.Table, list[int]]:
+        """JSON lines read all at once where they read, else by halves, down to the lines that do
+        not: a row each line that reads, and which lines do not."""
+        parts: list[pa.Table] = []
+        failed: list[int] = []
+
+        def read(first: int, end: int) -> None:
+            text = b"\n".join(lines[first:end])
+            try:
+                parts.append(self._read(text, in_python=end - first == 1 or bool(_NON_NUMERIC.search(text))))
+            except pa.ArrowInvalid as exc:
+                if end - first == 1:
+                    failed.append(first)
+                    return
+                # among a few lines, split at the one pyarrow names, if it does (a read costs ~0.2 ms)
+                hint = _JSON_ERROR_ROW.search(str(exc)) if end - first <= 256 else None
+                row = first + int(hint.group(1)) if hint else -1
+                middle = max(row, first + 1) if first <= row < end else (first + end) // 2
+                read(first, middle)
+                read(middle, end)
+
+        if lines:
+            read(0, len(lines))
+        return (pa.concat_tables(parts) if parts else self.read_schema.empty_table()), failed
+
+    def _partial(self, lines: list[bytes]) -> pa.Table:
+        """JSON objects' values that read as their columns' types, the others null (Spark's
+        partial results): each column read alone, the rest of the object ignored."""
+        return pa.Table.from_arrays([self._values(lines, (field,)) for field in self.schema], schema=self.read_schema)
+
+    def _values(self, lines: list[bytes], path: tuple[pa.Field, ...]) -> pa.Array:
+        """The values at ``path`` (a column, then fields of structs in it) of JSON objects, null
+        where they do not read; a struct that does not read whole is read field by field."""
+        field = path[-1]
+        table, failed = self._alone(path)._read_each(lines)
+        values = table.column(0).combine_chunks()
+        for _ in path[1:]:
+            values = values.field(0)
+        if not failed:
+            return values
+        if pa.types.is_struct(field.type):
+            children = [self._values([lines[i] for i in failed], (*path, child)) for child in field.type]
+            # null where no field read, as where the value is not an object
+            mask = children[0].is_null()
+            for child in children[1:]:
+                mask = pc.and_(mask, child.is_null())
+            missing = pa.StructArray.from_arrays(children, fields=list(field.type), mask=mask)
+        else:
+            missing = pa.nulls(len(failed), field.type)
+        return _interleave(pa.table({"v": values}), pa.table({"v": missing}), failed).column(0).combine_chunks()
+
+    def _alone(self, path: tuple[pa.Field, ...]) -> JsonParser:
+        """A parser of the value at ``path`` alone: its column, of structs of that one field."""
+        key = tuple(field.name for field in path)
+        if key not in self.alone:
+            field = path[-1]
+            for parent in reversed(path[:-1]):
+                field = parent.with_type(pa.struct([field]))
+            self.alone[key] = JsonParser(dataclasses.replace(self.spec, schema=pa.schema([field])))
+        return self.alone[key]
 
 
 _JSON = json.JSONDecoder()
@@ -616,6 +748,7 @@ _JSON_NUMBER = re.compile(r"-?0+(?=\d)")  # the sign and leading zeros of a numb
 _JSON_NAME = re.compile(r"([A-Za-z_$][\w$]*)\s*:")  # an unquoted field name, as Jackson's (ASCII)
 _JSON_WORD = re.compile(r"[\w$.+-]+")
 _NON_NUMERIC = re.compile(rb"NaN|Infinity")
+_JSON_ERROR_ROW = re.compile(r" in row (\d+)$")  # where pyarrow's json reader found a type it did not expect
 _SIGNED_INFINITY = {"+INF": "Infinity", "+Infinity": "Infinity", "-INF": "-Infinity"}  # Jackson's, as JSON's
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _CONTROL_CHAR = re.compile(r"[\x00-\x1f]")
@@ -932,11 +1065,9 @@ class BatchBuilder:
                 )
         return pa.RecordBatch.from_arrays(arrays, schema=self.spec.schema)
 
-    def malformed(self, records: list[Malformed]) -> pa.RecordBatch:
-        """PERMISSIVE: one row of nulls per malformed record, its text in the corrupt column."""
-        empty = self.spec.data_schema.empty_table()
-        nulls = pa.table({f.name: pa.nulls(len(records), f.type) for f in empty.schema}, schema=empty.schema)
-        return self.build(nulls, [m.text for m in records])
+    def skipped(self, message: str) -> pa.RecordBatch:
+        """ignoreCorruptFiles, PERMISSIVE: a row of nulls for a skipped file, why in the corrupt column."""
+        return self.build(_null_rows(self.spec.data_schema, 1), [message])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -995,12 +1126,9 @@ class SplitReader:
                     raise MalformedRecordError(
                         f"connectors.files: cannot parse {self.split.path} after line {line}: {exc}"
                     ) from None
-                if table.num_rows:
-                    yield self.out.build(table)
-                if bad:
-                    for malformed in bad:
-                        malformed.text = changed.get(malformed.line, malformed.text)
-                    yield from self._malformed(bad, line)
+                for malformed in bad:
+                    malformed.text = changed.get(malformed.line, malformed.text)
+                yield from self._rows(table, bad, line)
                 line += block.count(ends)
         except CorruptFileError as exc:
             if not self.spec.ignore_corrupt_files:
@@ -1021,14 +1149,11 @@ class SplitReader:
             text = data.decode(self.spec.encoding, errors="replace")
             records = document_records(text, self.spec.json_syntax)
             if records is None:
-                table, bad = self.spec.data_schema.empty_table(), [Malformed(1, text)]
+                table, bad = _null_rows(self.spec.data_schema, 1), [Malformed(1, text, 0)]
             else:
                 lines = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
                 table, bad = JsonParser(dataclasses.replace(self.spec, encoding="UTF-8")).parse(lines, True)
-        if table.num_rows:
-            yield self.out.build(table)
-        if bad:
-            yield from self._malformed(bad, 0)
+        yield from self._rows(table, bad, 0)
 
     def _decompressed(self, stream: BinaryIO) -> Iterator[bytes]:
         while True:
@@ -1040,17 +1165,29 @@ class SplitReader:
                 return
             yield chunk
 
-    def _malformed(self, bad: list[Malformed], lines_before: int) -> Iterator[pa.RecordBatch]:
-        if self.spec.mode == "FAILFAST":
-            first = bad[0]
+    def _rows(self, table: pa.Table, bad: list[Malformed], lines_before: int) -> Iterator[pa.RecordBatch]:
+        """A parser's rows, as the mode says: malformed ones fail the read (FAILFAST), are dropped
+        (DROPMALFORMED) or kept, their text in the corrupt-record column (PERMISSIVE)."""
+        corrupt = None
+        if bad and self.spec.mode == "FAILFAST":
+            first = min(bad, key=lambda m: m.line)
             where = f"{'record' if self.spec.multi_line else 'line'} {lines_before + first.line}"
             if self.split.start > 0:
                 where += f" counted from byte {self.split.start}"
             raise MalformedRecordError(
                 f"connectors.files: malformed record in {self.split.path}, {where} (mode FAILFAST): {first.text[:200]!r}"
             )
-        if self.spec.mode == "PERMISSIVE" and self.spec.file_format != "text":
-            yield self.out.malformed(bad)
+        if bad and self.spec.mode == "DROPMALFORMED":
+            keep = [True] * table.num_rows
+            for malformed in bad:
+                keep[malformed.row] = False
+            table = table.filter(pa.array(keep))
+        elif bad and self.spec.corrupt_column is not None:
+            corrupt = [None] * table.num_rows
+            for malformed in bad:
+                corrupt[malformed.row] = malformed.text
+        if table.num_rows:
+            yield self.out.build(table, corrupt)
 
     def _corrupt(self, exc: BaseException) -> CorruptFileError:
         hint = "" if self.spec.ignore_corrupt_files else " (set ignoreCorruptFiles=true to skip such files)"
@@ -1137,7 +1274,7 @@ class SplitReader:
         message = f"{error}; skipped the rest of it (ignoreCorruptFiles)"
         corrupt_files_log.warning(message, extra={"context": {"file": self.split.path}})
         if self.spec.mode == "PERMISSIVE" and self.spec.corrupt_column is not None:
-            yield self.out.malformed([Malformed(0, message)])
+            yield self.out.skipped(message)
 
 
 def open_parquet(raw: BinaryIO) -> pq.ParquetFile:
