@@ -170,7 +170,15 @@ BAD_OPTIONS = [
     ({"subscribe": "a", "assign": '{"a":[0]}'}, "Only one of the options assign, subscribe, subscribePattern"),
     ({}, "One of the options assign, subscribe, subscribePattern must be given"),
     ({"assign": "[0,1]"}, 'expected JSON such as {"topicA":[0,1],"topicB":[0,1]}'),
+    # An empty list read nothing of its topic without a word; -1 failed in the offsets request.
+    ({"assign": '{"a":[0],"b":[]}'}, "option 'assign' = '{\"a\":[0],\"b\":[]}': topic b: expected a list of "
+                                     "partition numbers (>= 0)"),
+    ({"assign": '{"a":[-1]}'}, "topic a: expected a list of partition numbers (>= 0)"),
+    # librdkafka waited out its socket timeout (60 s), then failed with "Broker transport failure".
+    ({"subscribe": "a", "kafka.bootstrap.servers": " "}, "option 'kafka.bootstrap.servers' = ' ': expected host:port"),
     ({"subscribePattern": "("}, "not a regular expression"),
+    # A name no topic can have was subscribed to without a word: a batch read nothing, a stream waited.
+    ({"subscribe": "a;b, c"}, "option 'subscribe' = 'a;b, c': 'a;b': expected comma-separated Kafka topic names"),
     ({"subscribe": "a", "startingOffsets": "oldest"}, "expected earliest, latest or JSON"),
     ({"subscribe": "a", "startingOffsets": '{"a":{"x":1}}'}, "expected integer partitions and offsets"),
     ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "set the source option 'startingOffsets'"),
@@ -394,6 +402,22 @@ def test_batch_start_after_its_end_fails_naming_both_options(spark, kafka_bootst
         read(startingOffsets=json.dumps({name: {"0": 9, "1": -2}}))
     assert read(startingOffsets=json.dumps({name: {"0": 2, "1": -2}}),
                 endingOffsets=json.dumps({name: {"0": 2, "1": -1}})) == []
+
+
+def test_an_assigned_partition_that_does_not_exist_fails_at_query_start(spark, kafka_bootstrap, topic, unique):
+    # Failed in the offsets request, naming the partition but not the option, or for a missing
+    # topic neither ("cannot fetch the earliest offsets ...: Unknown partition").
+    name = topic(2)
+    with pytest.raises(PySparkException) as info:
+        source(spark, kafka_bootstrap, assign=json.dumps({name: [0, 99]})).collect()
+    assert (f"option 'assign' = {{'{name}': (0, 99)}}: topic {name} has no partition 99 (its partitions: 0 to 1)"
+            in str(info.value))
+    stream = KafkaStreamReader(options(kafka_bootstrap, assign=json.dumps({name: [1], f"{unique}-x": [0]})))
+    try:
+        with pytest.raises(OptionError, match=f"option 'assign' = .*: topic {unique}-x does not exist"):
+            stream.initialOffset()
+    finally:
+        stream.stop()
 
 
 def test_unreachable_broker_fails_at_query_start(spark, tmp_path):

@@ -5,12 +5,14 @@ The client is librdkafka, not the Java client: a Java-only property gets an erro
 librdkafka property to use instead, rather than a cryptic "No such configuration property".
 Every client the connectors open logs through Python logging (:func:`with_logger`), and a setting
 librdkafka refuses fails at query start naming the ``kafka.*`` option and its value
-(:func:`refusal`).
+(:func:`refusal`). Topic names are checked here too, for the source's ``subscribe`` and the
+sink's ``topic`` alike.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,6 +54,23 @@ JAVA_ONLY = {
     "exclude.internal.topics": "nothing: subscribePattern never matches internal (__*) topics",
 }
 
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_TOPIC_RULE = "1 to 249 of the characters a-z A-Z 0-9 . _ -"
+
+
+def parse_topic(text: str) -> str:
+    if not _TOPIC_NAME.match(text):
+        raise ValueError(f"expected a Kafka topic name: {_TOPIC_RULE}")
+    return text
+
+
+def topic_names(topics: tuple[str, ...]) -> None:
+    """Check that each of ``topics`` can name a Kafka topic: one that cannot exist (``a;b``, a
+    list not separated by commas) was subscribed to without a word and never read."""
+    bad = [topic for topic in topics if not _TOPIC_NAME.match(topic)]
+    if bad:
+        raise ValueError(f"{', '.join(map(repr, bad))}: expected comma-separated Kafka topic names, each {_TOPIC_RULE}")
+
 
 def client_config(source: str, options: Mapping[str, str]) -> dict[str, str]:
     """The ``kafka.*`` entries of ``options`` as a librdkafka config dict (prefix removed).
@@ -68,6 +87,9 @@ def client_config(source: str, options: Mapping[str, str]) -> dict[str, str]:
         config[name] = value
     if "bootstrap.servers" not in config:
         raise OptionError(source, "kafka.bootstrap.servers", None, "required option is missing")
+    if not config["bootstrap.servers"].strip():  # librdkafka waited out its socket timeout, then "transport failure"
+        raise OptionError(source, "kafka.bootstrap.servers", config["bootstrap.servers"],
+                          "expected host:port of one or more brokers, comma-separated")
     return config
 
 

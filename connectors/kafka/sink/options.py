@@ -8,7 +8,6 @@ driver, when the query starts.
 from __future__ import annotations
 
 import dataclasses
-import re
 from datetime import timedelta
 
 from connectors.core.guarantees import DeliveryGuarantee, parse_guarantee
@@ -23,7 +22,7 @@ from connectors.core.options import (
     positive,
 )
 from connectors.kafka import FORMAT
-from connectors.kafka.config import client_config
+from connectors.kafka.config import client_config, parse_topic
 from connectors.kafka.registry import RegistryOptions
 
 # librdkafka settings the sink owns; name -> why a user may not set them.
@@ -40,15 +39,6 @@ MANAGED_CLIENT_SETTINGS = {
 # bootstrap metadata only on demand, so init_transactions() and the progress consumer's group
 # coordinator wait for a connection (docs/kafka-sink.md has the numbers).
 CLIENT_DEFAULTS = {"enable.sparse.connections": "false"}
-
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def parse_topic(text: str) -> str:
-    if not _TOPIC_NAME.match(text):
-        raise ValueError("expected a Kafka topic name: 1 to 249 of the characters a-z A-Z 0-9 . _ -")
-    return text
-
 
 def parse_prefix(text: str) -> str:
     if not text.strip():

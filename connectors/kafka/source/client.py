@@ -137,23 +137,56 @@ class BrokerClient:
     # -- partitions -------------------------------------------------------------------------
 
     def partitions(self) -> list[TopicPartition]:
-        """The partitions the options select, as of now (assign: exactly the assigned ones)."""
+        """The partitions the options select that exist now (assign: the assigned ones among them;
+        one gone after the query started is data loss, as a subscribed one)."""
         options = self.options
         if options.assign is not None:
-            return sorted((topic, p) for topic, parts in options.assign.items() for p in parts)
+            return self._assigned()[0]
         if options.subscribe is not None:
-            # Only the subscribed topics' metadata: the whole cluster's costs every trigger more
-            # the more topics there are (docs/kafka-source.md, Speed).
-            topics = {}
-            for name in dict.fromkeys(options.subscribe):
-                answer = self._ask("list topics", lambda name=name: self.consumer.list_topics(name, timeout=self.timeout))
-                topics.update((n, m) for n, m in answer.topics.items() if n == name)
-            chosen = list(topics)
-        else:
-            topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
-            pattern = re.compile(options.subscribe_pattern or "")
-            chosen = [name for name in topics if pattern.fullmatch(name) and not name.startswith("__")]
-        return sorted((name, p) for name in chosen if topics[name].error is None for p in topics[name].partitions)
+            return self._existing(options.subscribe)
+        topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
+        pattern = re.compile(options.subscribe_pattern or "")
+        return sorted((name, p) for name, topic in topics.items()
+                      if pattern.fullmatch(name) and not name.startswith("__") and topic.error is None
+                      for p in topic.partitions)  # fmt: skip
+
+    def starting_partitions(self) -> list[TopicPartition]:
+        """:meth:`partitions` when a query starts: an assigned partition that does not exist fails
+        it, naming the option (Spark 4.2's source skips it without a word, and fails on a missing
+        topic with "This server does not host this topic-partition")."""
+        if self.options.assign is None:
+            return self.partitions()
+        tps, missing = self._assigned()
+        if missing:
+            raise self.options.error("assign", "; ".join(missing))
+        return tps
+
+    def _assigned(self) -> tuple[list[TopicPartition], list[str]]:
+        """The assigned partitions that exist, and what is missing, a line per topic."""
+        assign = self.options.assign or {}
+        existing = set(self._existing(assign))
+        tps, missing = [], []
+        for topic, parts in sorted(assign.items()):
+            count = sum(t == topic for t, _ in existing)
+            absent = [p for p in parts if (topic, p) not in existing]
+            tps.extend((topic, p) for p in parts if p not in absent)
+            if absent and not count:
+                missing.append(f"topic {topic} does not exist")
+            elif absent:
+                missing.append(f"topic {topic} has no partition {', '.join(map(str, absent))} "
+                               f"(its partitions: 0 to {count - 1})")
+        return tps, missing
+
+    def _existing(self, names: Iterable[str]) -> list[TopicPartition]:
+        """The partitions of the topics ``names`` that exist. Only these topics' metadata: the
+        whole cluster's costs every trigger more the more topics there are (docs/kafka-source.md, Speed)."""
+        tps = []
+        for name in dict.fromkeys(names):
+            answer = self._ask("list topics", lambda name=name: self.consumer.list_topics(name, timeout=self.timeout))
+            topic = answer.topics.get(name)
+            if topic is not None and topic.error is None:
+                tps.extend((name, p) for p in topic.partitions)
+        return sorted(tps)
 
     # -- offsets ----------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from connectors.core.options import (
     positive,
 )
 from connectors.kafka import FORMAT
-from connectors.kafka.config import client_config
+from connectors.kafka.config import client_config, topic_names
 from connectors.kafka.registry import RegistryOptions
 
 EARLIEST, LATEST = "earliest", "latest"
@@ -100,6 +100,15 @@ def parse_assign(text: str) -> dict[str, tuple[int, ...]]:
     raise ValueError('expected JSON such as {"topicA":[0,1],"topicB":[0,1]}')
 
 
+def assigned_partitions(assign: dict[str, tuple[int, ...]]) -> None:
+    """Every topic of ``assign`` names a partition, and none is negative: an empty list read
+    nothing of its topic without a word, and librdkafka takes -1 for "any partition"."""
+    for topic, parts in assign.items():
+        if not parts or min(parts) < 0:
+            raise ValueError(f"topic {topic}: expected a list of partition numbers (>= 0), e.g. "
+                             f"{json.dumps({topic: [0, 1]})}")
+
+
 def parse_pattern(text: str) -> str:
     if not text.strip():
         raise ValueError("the pattern to subscribe to is empty")
@@ -119,9 +128,11 @@ class KafkaSourceOptions(AvroReadOptions, RegistryOptions, Options):
     passthrough_prefixes = ("kafka.", "schema.registry.")
 
     assign: dict[str, tuple[int, ...]] | None = option(
-        "assign", parse_assign, default=None, doc='exact partitions to read, JSON {"topicA":[0,1]}')
+        "assign", parse_assign, default=None, checks=[assigned_partitions],
+        doc='exact partitions to read, JSON {"topicA":[0,1]}')
     subscribe: tuple[str, ...] | None = option(
-        "subscribe", parse_list, default=None, doc="comma-separated topics; new partitions are picked up")
+        "subscribe", parse_list, default=None, checks=[topic_names],
+        doc="comma-separated topics; new partitions are picked up")
     subscribe_pattern: str | None = option(
         "subscribePattern", parse_pattern, default=None,
         doc="regular expression; topics that start to match are picked up from earliest")

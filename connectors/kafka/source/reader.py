@@ -133,7 +133,7 @@ class KafkaBatchReader(_PlansRanges, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         broker = BrokerClient(self.options)
         try:
-            tps = broker.partitions()
+            tps = broker.starting_partitions()
             strategy = self.options.starting_offsets_by_timestamp_strategy
             kind, spec = self.options.starting(EARLIEST)
             starting = _option_name("starting", kind)
@@ -180,7 +180,7 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         return self._broker
 
     def initialOffset(self) -> dict:
-        tps = self.broker.partitions()
+        tps = self.broker.starting_partitions()
         kind, spec = self.options.starting(LATEST)
         start = self.broker.resolve(tps, kind, spec, _option_name("starting", kind),
                                     self.options.starting_offsets_by_timestamp_strategy)
