@@ -368,7 +368,8 @@ def test_csv_options_read_as_spark_does(spark, tmp_path, content, schema, option
 @pytest.mark.parametrize("fmt, content, schema, options", [
     # too few values, too many, one that does not convert, in a header file and a multiLine one
     ("csv", 'a,b,c\n1,2\n,\n3,4,5,6\n"q\\"x",1,2\nnot-a-number,5,6\n', "a int, b int, c int", {"header": "true"}),
-    ("csv", '1,"x\ny",3\n"bad",2\n4,"z"\n', "a int, b string, c int", {"multiLine": "true"}),
+    ("csv", '1,"x\ny",3\n"bad",2\n4,"z"\n7,"w\nv",notint\n8,"u",9\n', "a int, b string, c int", {"multiLine": "true"}),
+    ("csv", '1,"x\ny",3|"bad",2|4,"z"|8,"u",9|', "a int, b string, c int", {"lineSep": "|"}),
     # a field of the wrong type, at the top and inside a struct; an array or map with one is null
     ("json", '{"a": 1, "b": "ok"}\n{"a": "x", "b": "bad type"}\n{broken\n'
              '{"a": 1, "s": {"p": 1, "q": "bad"}, "l": [1, "x"], "m": {"k": "x", "j": 2}}\n'

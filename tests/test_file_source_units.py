@@ -222,6 +222,20 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
         read_all(str(path), AB, fileFormat=fmt, mode="failfast")
 
 
+@pytest.mark.parametrize("options", [{"multiLine": "true"}, {"lineSep": "|"}])
+def test_csv_records_spanning_lines_keep_their_place_when_malformed(tmp_path, options):
+    """Records that may span lines: one of too few values is found by its text, kept in its place
+    (its missing values null), and FAILFAST names its number."""
+    path = tmp_path / "s.csv"
+    end = "\n" if "multiLine" in options else "|"
+    path.write_text(end.join(['1,"x\ny"', '2', '3,"z\nw"', '4,q']) + end)
+    rows = read_all(str(path), AB_CORRUPT, fileFormat="csv", **options)
+    assert [(r["a"], r["b"], r["_corrupt_record"]) for r in rows] == [
+        (1, "x\ny", None), (2, None, "2"), (3, "z\nw", None), (4, "q", None)]
+    with pytest.raises(MalformedRecordError, match=r"(record|line) 2 \(mode FAILFAST\): '2'"):
+        read_all(str(path), AB, fileFormat="csv", mode="FAILFAST", **options)
+
+
 @pytest.mark.parametrize("lines, types, good, bad", [
     # dates as yyyy-MM-dd, binary in base64
     (['{"a": 1, "x": "2024-02-29", "y": "YjA="}', '{"a": 2, "x": null, "y": null}',

@@ -354,6 +354,7 @@ class CsvParser:
         self.comment = spec.comment
         self.trim = white_space_trimmer(spec.separator, spec.quote, spec.escape, spec.trim_leading, spec.trim_trailing)
         self.literal_escapes = literal_escapes(spec.separator, spec.quote, spec.escape, spec.encoding, self.spanning)
+        self.split_records = record_splitter(spec.separator, spec.quote, spec.escape)
         # Texts of NaN and the infinities other than the defaults (which pyarrow reads), as pyarrow's.
         self.specials = [(text, value) for text, default, value in (
             (spec.nan_value, "NaN", "NaN"), (spec.positive_inf, "Inf", "inf"), (spec.negative_inf, "-Inf", "-inf"),
@@ -458,7 +459,9 @@ class CsvParser:
         skipped.clear()
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped)
         lines = None if self.spanning else _record_lines(block, skip)  # a record's line number, by row
-        table, skipped_rows = self._with_skipped(table, skipped, lines)
+        # where records may span lines: their texts, as read and as in the file
+        records, texts = (self._records(block, skip), self._records(original, skip)) if self.spanning else ([], [])
+        table, skipped_rows = self._with_skipped(table, skipped, lines, records)
         typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
         starts, ends = _line_bounds(original)
         bad = []
@@ -467,18 +470,26 @@ class CsvParser:
                 number = int(lines[row])
                 text = original[starts[number - 1]:ends[number - 1]].decode(self.spec.encoding, errors="replace")
                 bad.append(Malformed(number, text.rstrip("\r"), row))
+            elif len(texts) == table.num_rows:  # a record that may span lines: its number and text
+                bad.append(Malformed(row + 1, texts[row], row))
             elif row in skipped_rows:
                 bad.append(dataclasses.replace(skipped_rows[row], line=row + 1, row=row))
-            else:  # a record may span lines: its values name it
+            else:  # its values name it
                 values = table.slice(row, 1).to_pylist()[0].values()
                 bad.append(Malformed(row + 1, self.spec.separator.join(v or "" for v in values), row))
         return typed, bad
 
-    def _with_skipped(self, table: pa.Table, skipped: list[Malformed],
-                      lines: np.ndarray | None) -> tuple[pa.Table, dict[int, Malformed]]:
+    def _records(self, block: bytes, skip: int) -> list[str]:
+        """The texts of the block's records after the header, where they may span lines."""
+        return [record.rstrip(b"\r\n").decode(self.spec.encoding, errors="replace")
+                for record in self.split_records(block.split(b"\n", skip)[skip] if skip else block)]
+
+    def _with_skipped(self, table: pa.Table, skipped: list[Malformed], lines: np.ndarray | None,
+                      records: list[str]) -> tuple[pa.Table, dict[int, Malformed]]:
         """``table`` (text) with the records of too few or too many values the parser skipped put
         back where they are: their first values, nulls for the missing ones, as Spark reads them.
-        Where the records' lines are not known (they may span lines), after the others."""
+        Where records may span lines (no ``lines``), they are found among ``records`` by their
+        text; failing that, they go after the others."""
         if not skipped:
             return table, {}
         names, width = self.schema.names, max(len(self.schema), *(m.columns for m in skipped))
@@ -491,11 +502,29 @@ class CsvParser:
                                                  null_values=self.null_values, strings_can_be_null=True,
                                                  quoted_strings_can_be_null=False),
         ).select([str(i) for i in range(len(names))]).rename_columns(names)
-        rows, numbers = table.num_rows, np.array([m.line for m in skipped])
-        at = np.searchsorted(lines, numbers) if lines is not None and len(lines) == rows + len(skipped) else None
-        if at is None or (at >= len(lines)).any() or (lines[np.minimum(at, len(lines) - 1)] != numbers).any():
+        rows = table.num_rows
+        if lines is None:
+            wanted = [m.text.rstrip("\r") for m in skipped]
+            at = _places(records, wanted) if len(records) == rows + len(skipped) else None
+        else:
+            numbers = np.array([m.line for m in skipped])
+            at = np.searchsorted(lines, numbers)
+            if len(lines) != rows + len(skipped) or (lines[np.minimum(at, len(lines) - 1)] != numbers).any():
+                at = None
+        if at is None:
             return pa.concat_tables([table, values]), {rows + i: m for i, m in enumerate(skipped)}
         return _interleave(table, values, at), {int(row): m for row, m in zip(at, skipped)}
+
+
+def _places(texts: list[str], wanted: list[str]) -> list[int] | None:
+    """Where the ``wanted`` texts are, in order, among ``texts``; None if not all are."""
+    places, looking = [], iter(wanted)
+    look_for = next(looking, None)
+    for place, text in enumerate(texts):
+        if text == look_for:
+            places.append(place)
+            look_for = next(looking, None)
+    return places if len(places) == len(wanted) else None
 
 
 def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
@@ -557,6 +586,21 @@ def literal_escapes(separator: str, quote: str, escape: str, encoding: str,
         return b"".join([*parts, block[done:]]) if parts else block
 
     return (lambda block: pattern.sub(fix, block) if escape_byte in block else block) if spanning else lines
+
+
+def record_splitter(separator: str, quote: str, escape: str) -> Callable[[bytes], list[bytes]]:
+    """The records of a block whose quoted values may hold newlines, as Spark's parser tells them
+    apart, and pyarrow's after :func:`literal_escapes` (which leaves no escape character bare
+    outside quotes): blank lines left out."""
+    s, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
+    start = b"(?:(?<=[" + s + b"\n])|(?<![\\s\\S]))"  # a quote opens a value only at its start
+    if escape and escape != quote:
+        inside = b"(?:[^" + q + e + b"]++|" + e + b".|" + q + q + b")*+"
+    else:
+        inside = b"(?:[^" + q + b"]++|" + q + q + b")*+"
+    plain = b"[^" + q + b"\n]++|(?<=[^" + s + b"\n])" + q
+    pattern = re.compile(b"(?:" + start + q + inside + q + b"|" + plain + b")*+(?:\n|\\Z)", re.DOTALL)
+    return lambda block: [record for record in pattern.findall(block) if record.strip(b"\r\n")]
 
 
 def header_tokens(line: str, separator: str, quote: str) -> list[str]:
