@@ -222,6 +222,16 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
         read_all(str(path), AB, fileFormat=fmt, mode="failfast")
 
 
+def test_csv_malformed_records_after_a_blank_line_keep_their_own_text(tmp_path):
+    """pyarrow numbers records without blank lines: a record it skips is put back by that number,
+    each row with its own text."""
+    path = tmp_path / "b.csv"
+    path.write_text("1,a\n\nbad,c\n2,b,extra\n3,d\n")
+    rows = read_all(str(path), AB_CORRUPT, fileFormat="csv")
+    assert [tuple(r.values()) for r in rows] == [
+        (1, "a", None), (None, "c", "bad,c"), (2, "b", "2,b,extra"), (3, "d", None)]
+
+
 @pytest.mark.parametrize("options", [{"multiLine": "true"}, {"lineSep": "|"}])
 def test_csv_records_spanning_lines_keep_their_place_when_malformed(tmp_path, options):
     """Records that may span lines: one of too few values is found by its text, kept in its place

@@ -458,10 +458,11 @@ class CsvParser:
         # Some record is malformed: read text, then convert what converts.
         skipped.clear()
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped)
+        table, skipped_rows = self._with_skipped(table, skipped, skip)
         lines = None if self.spanning else _record_lines(block, skip)  # a record's line number, by row
-        # where records may span lines: their texts, as read and as in the file
-        records, texts = (self._records(block, skip), self._records(original, skip)) if self.spanning else ([], [])
-        table, skipped_rows = self._with_skipped(table, skipped, lines, records)
+        if lines is not None and len(lines) != table.num_rows:  # lines pyarrow splits otherwise (a lone \r)
+            lines = None
+        texts = self._records(original, skip) if lines is None else []  # where records may span lines
         typed, bad_rows = _cast_or_mark(self._replace(table), self.schema, pattern_for)
         starts, ends = _line_bounds(original)
         bad = []
@@ -480,16 +481,15 @@ class CsvParser:
         return typed, bad
 
     def _records(self, block: bytes, skip: int) -> list[str]:
-        """The texts of the block's records after the header, where they may span lines."""
+        """The texts of the block's records after the first ``skip`` lines, where they may span lines."""
         return [record.rstrip(b"\r\n").decode(self.spec.encoding, errors="replace")
                 for record in self.split_records(block.split(b"\n", skip)[skip] if skip else block)]
 
-    def _with_skipped(self, table: pa.Table, skipped: list[Malformed], lines: np.ndarray | None,
-                      records: list[str]) -> tuple[pa.Table, dict[int, Malformed]]:
+    def _with_skipped(self, table: pa.Table, skipped: list[Malformed],
+                      skip: int) -> tuple[pa.Table, dict[int, Malformed]]:
         """``table`` (text) with the records of too few or too many values the parser skipped put
         back where they are: their first values, nulls for the missing ones, as Spark reads them.
-        Where records may span lines (no ``lines``), they are found among ``records`` by their
-        text; failing that, they go after the others."""
+        pyarrow numbers a record after the ``skip`` lines it skipped, blank lines not counted."""
         if not skipped:
             return table, {}
         names, width = self.schema.names, max(len(self.schema), *(m.columns for m in skipped))
@@ -503,28 +503,10 @@ class CsvParser:
                                                  quoted_strings_can_be_null=False),
         ).select([str(i) for i in range(len(names))]).rename_columns(names)
         rows = table.num_rows
-        if lines is None:
-            wanted = [m.text.rstrip("\r") for m in skipped]
-            at = _places(records, wanted) if len(records) == rows + len(skipped) else None
-        else:
-            numbers = np.array([m.line for m in skipped])
-            at = np.searchsorted(lines, numbers)
-            if len(lines) != rows + len(skipped) or (lines[np.minimum(at, len(lines) - 1)] != numbers).any():
-                at = None
-        if at is None:
+        at = [m.line - skip - 1 for m in skipped]
+        if not all(0 <= a < b for a, b in zip(at, [*at[1:], rows + len(skipped)])):  # not numbered: after the rest
             return pa.concat_tables([table, values]), {rows + i: m for i, m in enumerate(skipped)}
-        return _interleave(table, values, at), {int(row): m for row, m in zip(at, skipped)}
-
-
-def _places(texts: list[str], wanted: list[str]) -> list[int] | None:
-    """Where the ``wanted`` texts are, in order, among ``texts``; None if not all are."""
-    places, looking = [], iter(wanted)
-    look_for = next(looking, None)
-    for place, text in enumerate(texts):
-        if text == look_for:
-            places.append(place)
-            look_for = next(looking, None)
-    return places if len(places) == len(wanted) else None
+        return _interleave(table, values, at), dict(zip(at, skipped))
 
 
 def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
@@ -590,8 +572,7 @@ def literal_escapes(separator: str, quote: str, escape: str, encoding: str,
 
 def record_splitter(separator: str, quote: str, escape: str) -> Callable[[bytes], list[bytes]]:
     """The records of a block whose quoted values may hold newlines, as Spark's parser tells them
-    apart, and pyarrow's after :func:`literal_escapes` (which leaves no escape character bare
-    outside quotes): blank lines left out."""
+    apart: blank lines left out."""
     s, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
     start = b"(?:(?<=[" + s + b"\n])|(?<![\\s\\S]))"  # a quote opens a value only at its start
     if escape and escape != quote:
