@@ -373,7 +373,7 @@ def test_csv_options_read_as_spark_does(spark, tmp_path, content, schema, option
     # a field of the wrong type, at the top and inside a struct; an array or map with one is null
     ("json", '{"a": 1, "b": "ok"}\n{"a": "x", "b": "bad type"}\n{broken\n'
              '{"a": 1, "s": {"p": 1, "q": "bad"}, "l": [1, "x"], "m": {"k": "x", "j": 2}}\n'
-             '{"a": "q", "s": {"p": "bad", "q": 2}, "l": [1, 2], "m": {"k": 1}}\n',
+             '{"a": "q", "s": {"p": "bad", "q": 2}, "l": [1, 2], "m": {"k": 1}}\n{"a": 2, "s": {"p": []}, "l": 5}\n',
      "a int, b string, s struct<p int, q int>, l array<int>, m map<string,int>", {}),
 ])  # fmt: skip
 def test_malformed_records_keep_what_converts_in_place_as_spark_does(spark, tmp_path, fmt, content, schema, options):

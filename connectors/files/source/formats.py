@@ -745,11 +745,10 @@ class JsonParser:
         if not failed:
             return values
         if pa.types.is_struct(field.type):
-            children = [self._values([lines[i] for i in failed], (*path, child)) for child in field.type]
-            # null where no field read, as where the value is not an object
-            mask = children[0].is_null()
-            for child in children[1:]:
-                mask = pc.and_(mask, child.is_null())
+            lines = [lines[i] for i in failed]
+            children = [self._values(lines, (*path, child)) for child in field.type]
+            # null where the value is no object; an object's fields that do not read are null
+            mask = pa.array([not isinstance(_json_at(line, path), dict) for line in lines])
             missing = pa.StructArray.from_arrays(children, fields=list(field.type), mask=mask)
         else:
             missing = pa.nulls(len(failed), field.type)
@@ -764,6 +763,14 @@ class JsonParser:
                 field = parent.with_type(pa.struct([field]))
             self.alone[key] = JsonParser(dataclasses.replace(self.spec, schema=pa.schema([field])))
         return self.alone[key]
+
+
+def _json_at(line: bytes, path: tuple[pa.Field, ...]) -> Any:
+    """The value at ``path`` (field names from the top) of the JSON object ``line``; None if none."""
+    value = json.loads(line)
+    for field in path:
+        value = value.get(field.name) if isinstance(value, dict) else None
+    return value
 
 
 _JSON = json.JSONDecoder()
