@@ -356,6 +356,10 @@ CSV_OPTION_CASES = [
      ["Row(a='C:\\\\data', b='1')", "Row(a='end\\\\', b='x')", "Row(a='a\"b', b='3')", "Row(a='a\\\\b', b='4')",
       "Row(a='a\\\\xb', b='5')", "Row(a='a\\\\\"b', b='6')", "Row(a='q\\\\', b='7')"]),
     ("p,q\n1,2\n3\\,4\n", None, {"header": "true", "inferSchema": "true"}, ["Row(p='1', q=2)", "Row(p='3\\\\', q=4)"]),
+    # an empty last value after a quoted one, the file ending with no newline
+    ('1,"y",\n2,"z",', "a int, b string, c int", {"mode": "DROPMALFORMED"},
+     ["Row(a=1, b='y', c=None)", "Row(a=2, b='z', c=None)"]),
+    ('1,"y\nx",', "a int, b string, c int", {"multiLine": "true", "mode": "FAILFAST"}, ["Row(a=1, b='y\\nx', c=None)"]),
 ]  # fmt: skip
 
 

@@ -355,6 +355,7 @@ class CsvParser:
         self.trim = white_space_trimmer(spec.separator, spec.quote, spec.escape, spec.trim_leading, spec.trim_trailing)
         self.literal_escapes = literal_escapes(spec.separator, spec.quote, spec.escape, spec.encoding, self.spanning)
         self.split_records = record_splitter(spec.separator, spec.quote, spec.escape)
+        self.separator_byte = spec.separator.encode(spec.encoding, "replace")
         # Texts of NaN and the infinities other than the defaults (which pyarrow reads), as pyarrow's.
         self.specials = [(text, value) for text, default, value in (
             (spec.nan_value, "NaN", "NaN"), (spec.positive_inf, "Inf", "inf"), (spec.negative_inf, "-Inf", "-inf"),
@@ -441,6 +442,8 @@ class CsvParser:
         if skip and not self.spec.enforce_schema:
             self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
         block = self.literal_escapes(block)
+        if block.endswith(self.separator_byte):  # pyarrow reads an empty last value with no line end as ""
+            block += b"\n"
         skipped: list[Malformed] = []
         pattern_for = self.spec.pattern_for
         # Dates and timestamps with a pattern are read as text, then parsed by it.
