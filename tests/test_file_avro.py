@@ -300,7 +300,7 @@ def test_spark_avro_reads_our_parts_and_we_read_its_files(utc_session, tmp_path)
 
 
 def test_a_range_owns_the_block_that_starts_exactly_at_its_start():
-    from connectors.files.source.formats import _after_sync  # noqa: PLC0415
+    from connectors.files.source.split_reader import _after_sync  # noqa: PLC0415
 
     sync = bytes(range(16))
     data = b"h" * 40 + sync + b"block-1" + sync + b"block-2" * 200000 + sync

@@ -42,15 +42,11 @@ from connectors.files import partition_directories
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
 from connectors.files.source.compression import CODECS
-from connectors.files.source.formats import (
-    CorruptFileError,
-    FileSplit,
-    JsonSyntax,
-    MalformedRecordError,
-    read_partition,
-    strict_json,
-    white_space_trimmer,
-)
+from connectors.files.source.csv_parser import white_space_trimmer
+from connectors.files.source.json_parser import strict_json
+from connectors.files.source.read_spec import JsonSyntax
+from connectors.files.source.records import MalformedRecordError
+from connectors.files.source.split_reader import CorruptFileError, FileSplit, read_partition
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.offsets import SeenFiles, digest
 from connectors.files.source.options import FileSourceOptions, parse_paths
@@ -96,7 +92,7 @@ def test_byte_range_splits_read_every_line_exactly_once(tmp_path):
         cuts = sorted(rng.sample(range(1, size), rng.randint(1, 40)))
         bounds = [0, *cuts, size]
         splits = [FileSplit(str(path), size, 0, s, e) for s, e in zip(bounds, bounds[1:])]
-        from connectors.files.source.formats import FilePartition
+        from connectors.files.source.split_reader import FilePartition
 
         rows = read_all(str(path), TEXT, [FilePartition([s]) for s in splits], fileFormat="text")
         assert [r["value"] for r in rows] == lines, f"trial {trial}, cuts {cuts}"

@@ -40,12 +40,8 @@ from connectors.core.spark_compat import (
 )
 from connectors.files import FORMAT
 from connectors.files.source.compression import codec_of
-from connectors.files.source.formats import (
-    FilePartition,
-    FileSplit,
-    ReadSpec,
-    read_partition,
-)
+from connectors.files.source.read_spec import ReadSpec
+from connectors.files.source.split_reader import FilePartition, FileSplit, read_partition
 from connectors.files.source.listing import FileLister, FileStatus, is_glob, missing_paths
 from connectors.files.source.offsets import SeenFiles, digest
 from connectors.files.source.options import FileSourceOptions, parse_paths

@@ -46,20 +46,17 @@ from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
 from connectors.files.source.spark_texts import BIG_DECIMAL_TEXT, java_double, java_integer, spark_timestamp
 from connectors.files.source.compression import codec_of, decompressing
-from connectors.files.source.formats import (
+from connectors.files.source.csv_parser import (
     CsvParser,
-    JsonSyntax,
-    ReadSpec,
-    document_records,
     header_lines,
     header_tokens,
-    leaf_physical_types,
     literal_escapes,
-    open_parquet,
-    separated,
-    strict_json,
     white_space_trimmer,
 )
+from connectors.files.source.json_parser import document_records, strict_json
+from connectors.files.source.read_spec import JsonSyntax, ReadSpec
+from connectors.files.source.records import separated
+from connectors.files.source.split_reader import leaf_physical_types, open_parquet
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.options import SAMPLED_ALL, FileSourceOptions
 from connectors.files.source.sampling import LineSample

@@ -1,7 +1,7 @@
 """Spark's texts of numbers, booleans and timestamps beyond what pyarrow converts.
 
 csv inference (``schema.py``) infers the types these read, and a csv value pyarrow does not convert
-is read by them (``formats.py``), as Spark's csv reader reads it: Java's ``Integer.parseInt``,
+is read by them (``records.cast_or_mark``), as Spark's csv reader reads it: Java's ``Integer.parseInt``,
 ``Double.parseDouble`` and ``BigDecimal``, and Spark's lenient default timestamp parser.
 """
 

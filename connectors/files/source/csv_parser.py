@@ -1,0 +1,306 @@
+"""csv blocks into Arrow tables as Spark's csv reader reads them, by pyarrow's csv reader.
+
+A block holds whole lines. The fast path reads it at once with the schema's types; a block with
+a malformed record is read again as text, then converted column by column, the records of too
+few or too many values put back where they are. Spark's parser (univocity) differs from pyarrow's
+in places, which the passes here bridge: escapes outside quotes (``literal_escapes``), white
+space around values (``white_space_trimmer``), comments, headers.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from connectors.files.source.read_spec import ReadSpec
+from connectors.files.source.records import CsvRecordError, Malformed, cast_or_mark, interleave
+
+
+class CsvParser:
+    def __init__(self, spec: ReadSpec):
+        self.spec = spec
+        self.schema = spec.data_schema
+        # with lineSep a record's newlines can only be inside quotes: records may span lines
+        self.spanning = spec.multi_line or spec.line_sep is not None
+        self.parse_options = dict(
+            # escape = quote: RFC 4180's doubled quote, which double_quote reads
+            delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape != spec.quote and spec.escape,
+            double_quote=True, newlines_in_values=self.spanning, ignore_empty_lines=True,
+        )
+        # Unquoted empty values are null whatever nullValue is (as in Spark), so an empty string
+        # read was quoted: what emptyValue replaces.
+        self.null_values = [spec.null_value] if spec.null_value == "" else [spec.null_value, ""]
+        self.comment = spec.comment
+        self.trim = white_space_trimmer(spec.separator, spec.quote, spec.escape, spec.trim_leading, spec.trim_trailing)
+        self.literal_escapes = literal_escapes(spec.separator, spec.quote, spec.escape, spec.encoding, self.spanning)
+        self.split_records = record_splitter(spec.separator, spec.quote, spec.escape)
+        self.separator_byte = spec.separator.encode(spec.encoding, "replace")
+        # Texts of NaN and the infinities other than the defaults (which pyarrow reads), as pyarrow's.
+        self.specials = [(text, value) for text, default, value in (
+            (spec.nan_value, "NaN", "NaN"), (spec.positive_inf, "Inf", "inf"), (spec.negative_inf, "-Inf", "-inf"),
+        ) if text != default]
+        # Columns read as text, for those options to replace values before they are converted (and
+        # for maxCharsPerColumn to measure them).
+        self.as_text = {f.name for f in self.schema if spec.empty_value is not None or spec.max_chars_per_column >= 0
+                        or (self.specials and pa.types.is_floating(f.type))}
+
+    def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
+        too_wide = []  # pyarrow drops what the handler raises: records past maxColumns, failed after
+
+        def invalid(row) -> str:
+            malformed = Malformed(row.number or 0, row.text, columns=row.actual_columns)
+            (too_wide if row.actual_columns > self.spec.max_columns else bad).append(malformed)
+            return "skip"
+
+        table = pacsv.read_csv(
+            io.BytesIO(block),
+            read_options=pacsv.ReadOptions(
+                column_names=self.schema.names, skip_rows=skip, encoding=self.spec.encoding,
+                use_threads=False, block_size=max(len(block), 1) + 1,
+            ),
+            parse_options=pacsv.ParseOptions(**self.parse_options, invalid_row_handler=invalid),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, null_values=self.null_values, strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+        if too_wide or (table.num_rows and len(self.schema) > self.spec.max_columns):  # Spark's parser fails, any mode
+            record = repr(too_wide[0].text[:200]) if too_wide else f"{len(self.schema)} values (the schema's columns)"
+            raise CsvRecordError(f"a record has more values than maxColumns = {self.spec.max_columns}: {record}")
+        if self.spec.max_chars_per_column >= 0:
+            for name in self.as_text:
+                longest = pc.max(pc.utf8_length(table.column(name))).as_py()
+                if longest is not None and longest > self.spec.max_chars_per_column:
+                    raise CsvRecordError(f"a value of column {name!r} has {longest} characters, more than "
+                                         f"maxCharsPerColumn = {self.spec.max_chars_per_column}")
+        return table
+
+    def _check_header(self, line: str) -> None:
+        """enforceSchema=false: the header names the schema's columns, in order, in any case (Spark's
+        CSVHeaderChecker, spark.sql.caseSensitive off)."""
+        header, names = header_tokens(line, self.spec.separator, self.spec.quote), self.schema.names
+        if len(header) != len(names):
+            raise CsvRecordError(f"the header has {len(header)} columns, the schema {len(names)} (enforceSchema=false)."
+                                 f" Header: {', '.join(header)}; schema: {', '.join(names)}")
+        for found, expected in zip(header, names):
+            if found.lower() != expected.lower():
+                raise CsvRecordError(f"the header does not conform to the schema (enforceSchema=false). Header: "
+                                     f"{', '.join(header)}; schema: {', '.join(names)}; expected {expected!r} but "
+                                     f"found {found!r}")
+
+    @staticmethod
+    def uncommented(block: bytes, comment: str, encoding: str) -> bytes:
+        """The lines starting with ``comment`` blanked, not cut, so line numbers stay right (and
+        the reader skips blank lines)."""
+        return re.sub(rb"(?m)^" + re.escape(comment.encode(encoding)) + rb"[^\r\n]*", b"", block)
+
+    def _replace(self, table: pa.Table) -> pa.Table:
+        """emptyValue, nanValue, positiveInf, negativeInf: their texts as what they stand for."""
+        for name in self.as_text:
+            column, kind = table.column(name), self.schema.field(name).type
+            replacements = []
+            if self.spec.empty_value is not None:
+                empty = None if self.spec.empty_value == self.spec.null_value else self.spec.empty_value
+                replacements.append(("", empty))
+            if pa.types.is_floating(kind):
+                replacements += self.specials
+            for text, value in replacements:
+                column = pc.if_else(pc.equal(column, text), pa.scalar(value, pa.string()), column)
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        return table
+
+    def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        """The block's records, malformed ones too (with the values that convert, the others null,
+        as Spark's PERMISSIVE rows), and which rows are malformed."""
+        original = block
+        if self.comment is not None:
+            block = self.uncommented(block, self.comment, self.spec.encoding)
+        if self.trim is not None:
+            block = self.trim(block)
+        skip = header_lines(block) if first_block and self.spec.header else 0
+        if skip and not self.spec.enforce_schema:
+            self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
+        block = self.literal_escapes(block)
+        if block.endswith(self.separator_byte):  # pyarrow reads an empty last value with no line end as ""
+            block += b"\n"
+        skipped: list[Malformed] = []
+        pattern_for = self.spec.pattern_for
+        # Dates and timestamps with a pattern are read as text, then parsed by it.
+        types = {f.name: pa.string() if pattern_for(f.type) or f.name in self.as_text else f.type for f in self.schema}
+        try:
+            table = self._read(block, skip, types, skipped)
+            if not skipped:
+                if not self.as_text and types == {f.name: f.type for f in self.schema}:
+                    return table, []
+                typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for)
+                if not bad_rows:
+                    return typed, []
+        except pa.ArrowInvalid:
+            pass
+        # Some record is malformed: read text, then convert what converts.
+        skipped.clear()
+        table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped)
+        table, skipped_rows = self._with_skipped(table, skipped, skip)
+        lines = None if self.spanning else _record_lines(block, skip)  # a record's line number, by row
+        if lines is not None and len(lines) != table.num_rows:  # lines pyarrow splits otherwise (a lone \r)
+            lines = None
+        texts = self._records(original, skip) if lines is None else []  # where records may span lines
+        typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for)
+        starts, ends = _line_bounds(original)
+        bad = []
+        for row in sorted(set(bad_rows) | skipped_rows.keys()):
+            if lines is not None:
+                number = int(lines[row])
+                text = original[starts[number - 1]:ends[number - 1]].decode(self.spec.encoding, errors="replace")
+                bad.append(Malformed(number, text.rstrip("\r"), row))
+            elif len(texts) == table.num_rows:  # a record that may span lines: its number and text
+                bad.append(Malformed(row + 1, texts[row], row))
+            elif row in skipped_rows:
+                bad.append(dataclasses.replace(skipped_rows[row], line=row + 1, row=row))
+            else:  # its values name it
+                values = table.slice(row, 1).to_pylist()[0].values()
+                bad.append(Malformed(row + 1, self.spec.separator.join(v or "" for v in values), row))
+        return typed, bad
+
+    def _records(self, block: bytes, skip: int) -> list[str]:
+        """The texts of the block's records after the first ``skip`` lines, where they may span lines."""
+        return [record.rstrip(b"\r\n").decode(self.spec.encoding, errors="replace")
+                for record in self.split_records(block.split(b"\n", skip)[skip] if skip else block)]
+
+    def _with_skipped(self, table: pa.Table, skipped: list[Malformed],
+                      skip: int) -> tuple[pa.Table, dict[int, Malformed]]:
+        """``table`` (text) with the records of too few or too many values the parser skipped put
+        back where they are: their first values, nulls for the missing ones, as Spark reads them.
+        pyarrow numbers a record after the ``skip`` lines it skipped, blank lines not counted."""
+        if not skipped:
+            return table, {}
+        names, width = self.schema.names, max(len(self.schema), *(m.columns for m in skipped))
+        padded = "\n".join(m.text.rstrip("\r") + self.spec.separator * (width - m.columns) for m in skipped) + "\n"
+        values = pacsv.read_csv(
+            io.BytesIO(padded.encode()),
+            read_options=pacsv.ReadOptions(column_names=[str(i) for i in range(width)], use_threads=False),
+            parse_options=pacsv.ParseOptions(**self.parse_options),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(map(str, range(width)), pa.string()),
+                                                 null_values=self.null_values, strings_can_be_null=True,
+                                                 quoted_strings_can_be_null=False),
+        ).select([str(i) for i in range(len(names))]).rename_columns(names)
+        rows = table.num_rows
+        at = [m.line - skip - 1 for m in skipped]
+        if not all(0 <= a < b for a, b in zip(at, [*at[1:], rows + len(skipped)])):  # not numbered: after the rest
+            return pa.concat_tables([table, values]), {rows + i: m for i, m in enumerate(skipped)}
+        return interleave(table, values, at), dict(zip(at, skipped))
+
+
+def white_space_trimmer(separator: str, quote: str, escape: str, leading: bool,
+                        trailing: bool) -> Callable[[bytes], bytes] | None:
+    """ignoreLeadingWhiteSpace / ignoreTrailingWhiteSpace: a function dropping the whitespace (any
+    character up to a space but the separator and line ends, as Spark's parser) at the start or the
+    end of every unquoted value, before pyarrow reads the block. Quoted values are passed over whole:
+    their whitespace is kept, as in Spark, and so is a separator or newline inside them."""
+    if not (leading or trailing):
+        return None
+    sep, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
+    space = b"[" + b"".join(re.escape(bytes([c])) for c in range(0x21) if chr(c) not in "\r\n" + separator) + b"]+"
+    inner = b"[^" + q + b"]|" + q + q if escape == quote else b"[^" + q + e + b"]|" + e + b".|" + q + q
+    end = b"(?=" + sep + b"|\r?$)"
+    # whitespace after a quoted value goes too (Spark's parser drops it even without the options)
+    parts = [b"(" + q + b"(?:" + inner + b")*" + q + b")(?:" + space + end + b")?"]
+    if leading:
+        parts.append(b"(?:(?<=" + sep + b")|^)" + space)
+    if trailing:
+        parts.append(space + end)
+    pattern = re.compile(b"|".join(parts), re.MULTILINE | re.DOTALL)
+    return lambda block: pattern.sub(lambda match: match.group(1) or b"", block)
+
+
+def literal_escapes(separator: str, quote: str, escape: str, encoding: str,
+                    spanning: bool) -> Callable[[bytes], bytes]:
+    """The escape character as Spark's csv parser reads it, for pyarrow's, which takes it as an
+    escape everywhere: outside quotes it is a character like any other (``C:\\data``), and inside
+    them it escapes only a quote or itself (``"a\\xb"`` keeps its backslash). Where it is a
+    character it is doubled, which pyarrow reads as one. A quote starts a quoted value only at a
+    value's start (else it is a character too). Only the lines holding the escape character are
+    looked at, unless records may span lines (``spanning``)."""
+    if not escape or escape == quote or (separator + quote + escape + "\n").encode(encoding, "replace") != (
+            separator + quote + escape + "\n").encode():
+        return lambda block: block  # RFC 4180's doubled quotes, or an encoding these bytes are not in
+    s, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
+    start = b"(?:(?<=[" + s + b"\n])|(?<![\\s\\S]))"  # after a separator or a line end, or at the block's start
+    inside = b"(?:[^" + q + e + b"]++|" + e + b".|" + q + q + b")*+"
+    # a run needing no change (no escape outside quotes, no quoted value holding one), then what does
+    plain = b"(?:[^" + q + e + b"]++|" + start + q + b"[^" + q + e + b"]*+" + q + b"|(?<=[^" + s + b"\n])" + q + b")*+"
+    pattern = re.compile(b"(" + plain + b")(?:(" + start + q + inside + q + b")|" + e + b")", re.DOTALL)
+    pair = re.compile(e + b"(.)", re.DOTALL)
+    escape_byte, kept = escape.encode(), {quote.encode(), escape.encode()}
+    doubled = escape_byte * 2
+
+    def in_quotes(match: re.Match) -> bytes:
+        return match.group(0) if match.group(1) in kept else doubled + match.group(1)
+
+    def fix(match: re.Match) -> bytes:
+        quoted = match.group(2)
+        return match.group(1) + (doubled if quoted is None else pair.sub(in_quotes, quoted))
+
+    def lines(block: bytes) -> bytes:
+        parts, done = [], 0
+        while (at := block.find(escape_byte, done)) >= 0:
+            start, end = block.rfind(b"\n", done, at) + 1 or done, block.find(b"\n", at) + 1 or len(block)
+            parts += [block[done:start], pattern.sub(fix, block[start:end])]
+            done = end
+        return b"".join([*parts, block[done:]]) if parts else block
+
+    return (lambda block: pattern.sub(fix, block) if escape_byte in block else block) if spanning else lines
+
+
+def record_splitter(separator: str, quote: str, escape: str) -> Callable[[bytes], list[bytes]]:
+    """The records of a block whose quoted values may hold newlines, as Spark's parser tells them
+    apart: blank lines left out."""
+    s, q, e = (re.escape(c.encode()) for c in (separator, quote, escape))
+    start = b"(?:(?<=[" + s + b"\n])|(?<![\\s\\S]))"  # a quote opens a value only at its start
+    if escape and escape != quote:
+        inside = b"(?:[^" + q + e + b"]++|" + e + b".|" + q + q + b")*+"
+    else:
+        inside = b"(?:[^" + q + b"]++|" + q + q + b")*+"
+    plain = b"[^" + q + b"\n]++|(?<=[^" + s + b"\n])" + q
+    pattern = re.compile(b"(?:" + start + q + inside + q + b"|" + plain + b")*+(?:\n|\\Z)", re.DOTALL)
+    return lambda block: [record for record in pattern.findall(block) if record.strip(b"\r\n")]
+
+
+def header_tokens(line: str, separator: str, quote: str) -> list[str]:
+    """The values of a csv header line."""
+    return next(csv.reader([line.rstrip("\r")], delimiter=separator, quotechar=quote), [])
+
+
+def header_lines(block: bytes) -> int:
+    """How many lines up to and including the header: the first that is not blank (comments are
+    blanked by then), as Spark's csv reader takes it."""
+    for number, line in enumerate(block.split(b"\n", 64)):  # a header after 64 blank lines: the first line
+        if line.strip(b"\r"):
+            return number + 1
+    return 1
+
+
+def _line_bounds(block: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Where each line of the block starts, and where it ends (at its newline, or the block's end)."""
+    ends = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(block))
+    return np.concatenate(([0], ends[:-1] + 1)), ends
+
+
+def _record_lines(block: bytes, skip: int) -> np.ndarray:
+    """The numbers (from 1) of the lines after the first ``skip`` that are not blank: one a record,
+    where no record spans lines."""
+    starts, ends = _line_bounds(block)
+    data = np.frombuffer(block, np.uint8)
+    only_return = (ends - starts == 1) & (data[np.minimum(starts, len(data) - 1)] == ord("\r"))
+    numbers = np.arange(1, len(ends) + 1)
+    return numbers[(ends > starts) & ~only_return & (numbers > skip)]

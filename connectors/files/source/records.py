@@ -1,0 +1,115 @@
+"""What the line parsers return and share: a malformed record (``Malformed``), the errors,
+and the conversion of text columns to the schema's types that marks the rows that fail.
+
+Malformed records follow Spark's ``mode`` (applied by ``split_reader``): PERMISSIVE keeps the
+record with the values that convert and its text in the corrupt-record column (when the schema
+has one), DROPMALFORMED drops it, FAILFAST fails with the file and line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connectors.files.source.read_spec import PatternFor
+from connectors.files.source.spark_texts import spark_text_value
+
+
+class CsvRecordError(ValueError):
+    """What fails Spark's csv read whatever the mode: a record past maxColumns or maxCharsPerColumn,
+    a header unlike the schema with enforceSchema=false."""
+
+
+class MalformedRecordError(ValueError):
+    """FAILFAST: a record that does not parse; the message names the file and the line."""
+
+
+@dataclasses.dataclass
+class Malformed:
+    """A malformed record of a block, as a parser found it."""
+
+    line: int  # 1-based, within the block
+    text: str
+    row: int = -1  # its row in the parser's table, holding the values that converted (Spark's partial results)
+    columns: int = 0  # csv: how many values it has, where not the schema's count
+
+
+def cast_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast, reading zone-less timestamp strings as UTC (Spark would use the session zone)."""
+    if array.type == target:
+        return array
+    try:
+        return array.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_string(array.type):
+            return array.cast(pa.timestamp(target.unit)).cast(target)
+        raise
+
+
+def cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) -> tuple[pa.Table, list[int]]:
+    """Cast string columns to ``schema``, dates and timestamps by the pattern ``pattern_for`` gives
+    them, if any; values that do not convert make their row malformed."""
+    bad: set[int] = set()
+    columns = []
+    for field in schema:
+        column = table.column(field.name).combine_chunks()
+        pattern = pattern_for(field.type) if column.type != field.type else None
+        if pattern is not None:  # vectorised: a value that does not match is null
+            parsed = pattern.parse(column, field.type)
+            bad.update(pc.indices_nonzero(pc.and_(column.is_valid(), parsed.is_null())).to_pylist())
+            columns.append(parsed)
+            continue
+        try:
+            columns.append(cast_array(column, field.type))
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        values = []
+        for row, value in enumerate(column.to_pylist()):
+            try:
+                values.append(cast_array(pa.array([value], column.type), field.type)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                as_spark = spark_text_value(value, field.type) if isinstance(value, str) else None
+                if as_spark is None:
+                    bad.add(row)
+                values.append(as_spark)
+        columns.append(pa.array(values, field.type))
+    return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
+
+
+def separated(block: bytes, separator: bytes, fmt: str, encoding: str) -> tuple[bytes, dict[int, str]]:
+    """A block of records ending in ``separator`` (lineSep) as the newline-separated lines the csv
+    and json parsers take, and the original text of each line changed on the way (by 1-based line).
+
+    A json record's own newlines become tabs: whitespace between tokens as newlines are, and, like a
+    raw newline, not allowed inside a string, so such a record stays malformed (as in Spark). A csv
+    record's newlines are left: a value holding one must be quoted (read as with multiLine).
+    """
+    records = block.split(separator)
+    if records and not records[-1]:
+        records.pop()
+    changed: dict[int, str] = {}
+    if fmt == "json":
+        for number, record in enumerate(records):
+            if b"\n" in record or b"\r" in record:
+                changed[number + 1] = record.decode(encoding, errors="replace")
+                records[number] = record.replace(b"\r", b"\t").replace(b"\n", b"\t")
+    return b"\n".join(records) + b"\n", changed
+
+
+def interleave(table: pa.Table, rows: pa.Table, at: Sequence[int]) -> pa.Table:
+    """``table`` with ``rows`` put in, so that they are rows ``at`` (ascending) of the result."""
+    count = table.num_rows + rows.num_rows
+    placed = np.zeros(count, bool)
+    placed[np.asarray(at, np.int64)] = True
+    order = np.empty(count, np.int64)
+    order[placed], order[~placed] = table.num_rows + np.arange(rows.num_rows), np.arange(table.num_rows)
+    return pa.concat_tables([table, rows]).take(pa.array(order))
+
+
+def null_rows(schema: pa.Schema, count: int) -> pa.Table:
+    return pa.table({f.name: pa.nulls(count, f.type) for f in schema}, schema=schema)

@@ -1,0 +1,434 @@
+"""Reading one split of one file into Arrow record batches: text, csv, json lines, parquet, avro.
+
+Runs in the executors. Line formats are read in blocks that end on a line boundary and parsed
+by pyarrow's csv/json readers (text is split in Python); parquet by row groups; Avro object
+container files by blocks: a split owns the blocks that start in it, found by the sync marker. A split of an
+uncompressed line file is the byte range ``[start, end)`` and owns the lines that START inside
+it (Hadoop's LineRecordReader rule): it skips the partial line at its start and finishes the line
+crossing its end, so every line is read exactly once whatever the cut points.
+
+A block of lines goes to its format's parser (``csv_parser``, ``json_parser``, or text's split
+here), which returns all the block's rows and which of them are malformed; ``SplitReader._rows``
+then keeps, drops or refuses those as Spark's ``mode`` says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import InputPartition
+
+from connectors.core.filesystem import filesystem
+from connectors.files.source import partitions
+from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
+from connectors.files.source.rebase import FileCalendar, Fix, fixed
+
+from connectors.files.source.csv_parser import CsvParser
+from connectors.files.source.json_parser import JsonParser, document_records
+from connectors.files.source.read_spec import ReadSpec
+from connectors.files.source.records import (
+    CsvRecordError,
+    Malformed,
+    MalformedRecordError,
+    cast_array,
+    null_rows,
+    separated,
+)
+
+if TYPE_CHECKING:
+    from connectors.core.avro import Decoder
+
+# One record per file that ignoreCorruptFiles skipped, the file in its context: Spark's
+# spark.tvf.python_worker_logs() collects them on the driver for batch reads when
+# spark.sql.pyspark.worker.logging.enabled is on (Spark 4.3 does not for stream reads).
+corrupt_files_log = logging.getLogger("connectors.files.corrupt")
+missing_files_log = logging.getLogger("connectors.files.missing")  # ignoreMissingFiles, the same way
+
+BLOCK_BYTES = 8 << 20  # one parse unit: big enough for pyarrow to be fast, small enough for memory
+PARQUET_BATCH_ROWS = 1 << 16
+AVRO_BATCH_ROWS = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSplit:
+    """Part of one file: the byte range ``[start, end)`` or, for parquet, some row groups."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    start: int = 0
+    end: int = -1  # -1: to the end of the file (whole files, compressed files)
+    row_groups: tuple[int, ...] | None = None
+
+    @property
+    def length(self) -> int:
+        return (self.size if self.end < 0 else self.end) - self.start
+
+
+class FilePartition(InputPartition):
+    """The splits one read task reads, in order."""
+
+    def __init__(self, splits: Sequence[FileSplit]):
+        super().__init__(tuple(splits))
+        self.splits = tuple(splits)
+
+
+class CorruptFileError(IOError):
+    """A compressed file that is corrupt or truncated (or an unreadable parquet file)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes: line-aligned blocks of a split
+
+
+def _read_through_newline(stream: BinaryIO) -> bytes:
+    """Bytes up to and including the next newline (or to the end); leaves the stream after it."""
+    parts = []
+    while True:
+        position = stream.tell()
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            break
+        cut = chunk.find(b"\n")
+        if cut >= 0:
+            parts.append(chunk[: cut + 1])
+            stream.seek(position + cut + 1)
+            break
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _range_chunks(stream: BinaryIO, start: int, end: int) -> Iterator[bytes]:
+    """The bytes of the lines that start in ``[start, end)`` of a seekable, uncompressed file."""
+    position = 0
+    if start > 0:
+        stream.seek(start - 1)
+        position = start - 1 + len(_read_through_newline(stream))  # the first line starting >= start
+    stream.seek(position)
+    while position < end:
+        chunk = stream.read(min(BLOCK_BYTES, end - position))
+        if not chunk:
+            return
+        position += len(chunk)
+        if position >= end and not chunk.endswith(b"\n"):
+            chunk += _read_through_newline(stream)
+        yield chunk
+
+
+def _line_blocks(chunks: Iterator[bytes], separator: bytes = b"\n") -> Iterator[bytes]:
+    """Re-cut chunks so every block but the last ends with a separator (a newline)."""
+    carry = b""
+    for chunk in chunks:
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(separator)
+        if cut < 0:
+            carry = data
+            continue
+        cut += len(separator)
+        carry = data[cut:]
+        yield data[:cut]
+    if carry:
+        yield carry
+
+
+class TextParser:
+    def __init__(self, spec: ReadSpec):
+        self.encoding = spec.encoding
+        self.separator = spec.line_sep
+
+    def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        text = block.decode(self.encoding, errors="replace")
+        lines = text.split(self.separator or "\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        if "\r" in text and self.separator is None:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        return pa.table({"value": pa.array(lines, pa.string())}), []
+
+
+PARSERS: dict[str, Callable[[ReadSpec], TextParser | CsvParser | JsonParser]] = {
+    "text": TextParser, "csv": CsvParser, "json": JsonParser,
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: data columns + corrupt-record + file metadata columns, in the schema's order
+
+
+class BatchBuilder:
+    def __init__(self, spec: ReadSpec, split: FileSplit):
+        self.spec, self.split = spec, split
+
+    def build(self, table: pa.Table, corrupt: list[str | None] | None = None) -> pa.RecordBatch:
+        rows = table.num_rows
+        arrays = []
+        partition_values = dict(self.spec.partition_values)
+        for field in self.spec.schema:
+            if field.name in partition_values:
+                arrays.append(partitions.column(partition_values[field.name], rows, field.type, self.split.path, field.name))
+            elif field.name == self.spec.path_column:
+                arrays.append(pa.array([self.split.path] * rows, field.type))
+            elif field.name == self.spec.mtime_column:
+                arrays.append(pa.array([self.split.mtime_ms * 1000] * rows, pa.int64()).cast(field.type))
+            elif field.name == self.spec.corrupt_column:
+                arrays.append(pa.array(corrupt if corrupt is not None else [None] * rows, field.type))
+            elif field.name in table.column_names:
+                arrays.append(cast_array(table.column(field.name).combine_chunks(), field.type))
+            else:
+                arrays.append(pa.nulls(rows, field.type))
+        for field, array in zip(self.spec.schema, arrays):
+            if not field.nullable and array.null_count:  # Spark would fail on it with no word of where
+                raise ValueError(
+                    f"connectors.files: {self.split.path} has records without a value for column {field.name!r} "
+                    "(a missing value or a malformed record), which the schema declares not nullable: declare it "
+                    "nullable (Spark's own file sources read every column as nullable)"
+                )
+        return pa.RecordBatch.from_arrays(arrays, schema=self.spec.schema)
+
+    def skipped(self, message: str) -> pa.RecordBatch:
+        """ignoreCorruptFiles, PERMISSIVE: a row of nulls for a skipped file, why in the corrupt column."""
+        return self.build(null_rows(self.spec.data_schema, 1), [message])
+
+
+class SplitReader:
+    """Reads one split; errors name the file (and line) so the user can find the bad input."""
+
+    def __init__(self, spec: ReadSpec, split: FileSplit):
+        self.spec, self.split = spec.for_file(split.path), split
+        self.out = BatchBuilder(self.spec, split)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._read()
+        except FileNotFoundError:
+            if not self.spec.ignore_missing_files:
+                raise
+            # As Spark's: rows read before the file went are kept, the rest is skipped.
+            message = f"connectors.files: {self.split.path} is gone; skipped it (ignoreMissingFiles)"
+            missing_files_log.warning(message, extra={"context": {"file": self.split.path}})
+
+    def _read(self) -> Iterator[pa.RecordBatch]:
+        fs, path = filesystem(self.split.path, self.spec.storage_options)
+        with fs.open(path, "rb") as raw:
+            if self.spec.file_format == "parquet":
+                yield from self._parquet(raw)
+            elif self.spec.file_format == "avro":
+                yield from self._avro(raw)
+            else:
+                yield from self._lines(raw)
+
+    def _lines(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
+        codec = codec_of(self.split.path)
+        if codec is None:
+            end = self.split.size if self.split.end < 0 else self.split.end
+            chunks = _range_chunks(raw, self.split.start, end)
+        else:
+            chunks = self._decompressed(decompressing(raw, codec))
+        try:
+            if self.spec.multi_line or self.spec.whole_text:
+                yield from self._document(b"".join(chunks))
+                return
+            parser = PARSERS[self.spec.file_format](self.spec)
+            separator = self.spec.line_sep.encode(self.spec.encoding) if self.spec.line_sep else b"\n"
+            # csv and json blocks are made newline-separated; text splits on the separator itself
+            ends = separator if self.spec.file_format == "text" else b"\n"
+            line = 0  # lines before the current block
+            for block in _line_blocks(chunks, separator):
+                changed: dict[int, str] = {}
+                if ends != separator:
+                    block, changed = separated(block, separator, self.spec.file_format, self.spec.encoding)
+                try:
+                    table, bad = parser.parse(block, line == 0 and self.split.start == 0)
+                except pa.ArrowInvalid as exc:  # e.g. an unbalanced quote: no line to blame
+                    raise MalformedRecordError(
+                        f"connectors.files: cannot parse {self.split.path} after line {line}: {exc}"
+                    ) from None
+                for malformed in bad:
+                    malformed.text = changed.get(malformed.line, malformed.text)
+                yield from self._rows(table, bad, line)
+                line += block.count(ends)
+        except CorruptFileError as exc:
+            if not self.spec.ignore_corrupt_files:
+                raise
+            yield from self._skipped(exc)
+        except CsvRecordError as exc:
+            raise CsvRecordError(f"connectors.files: {self.split.path}: {exc}") from None
+
+    def _document(self, data: bytes) -> Iterator[pa.RecordBatch]:
+        """multiLine, wholetext: the whole file at once. A json document's records are put one per line (a JSON
+        value's newlines are only spaces between its tokens) for the json lines reader."""
+        if self.spec.file_format == "text":  # an empty file is no row, as in Spark
+            text = [data.decode(self.spec.encoding, errors="replace")] if data else []
+            table, bad = pa.table({"value": pa.array(text, pa.string())}), []
+        elif self.spec.file_format == "csv":
+            table, bad = CsvParser(self.spec).parse(data, True)
+        else:
+            text = data.decode(self.spec.encoding, errors="replace")
+            records = document_records(text, self.spec.json_syntax)
+            if records is None:
+                table, bad = null_rows(self.spec.data_schema, 1), [Malformed(1, text, 0)]
+            else:
+                lines = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
+                table, bad = JsonParser(dataclasses.replace(self.spec, encoding="UTF-8")).parse(lines, True)
+        yield from self._rows(table, bad, 0)
+
+    def _decompressed(self, stream: BinaryIO) -> Iterator[bytes]:
+        while True:
+            try:
+                chunk = stream.read(BLOCK_BYTES)
+            except CORRUPT_ERRORS as exc:
+                raise self._corrupt(exc) from None
+            if not chunk:
+                return
+            yield chunk
+
+    def _rows(self, table: pa.Table, bad: list[Malformed], lines_before: int) -> Iterator[pa.RecordBatch]:
+        """A parser's rows, as the mode says: malformed ones fail the read (FAILFAST), are dropped
+        (DROPMALFORMED) or kept, their text in the corrupt-record column (PERMISSIVE)."""
+        corrupt = None
+        if bad and self.spec.mode == "FAILFAST":
+            first = min(bad, key=lambda m: m.line)
+            where = f"{'record' if self.spec.multi_line else 'line'} {lines_before + first.line}"
+            if self.split.start > 0:
+                where += f" counted from byte {self.split.start}"
+            raise MalformedRecordError(
+                f"connectors.files: malformed record in {self.split.path}, {where} (mode FAILFAST): {first.text[:200]!r}"
+            )
+        if bad and self.spec.mode == "DROPMALFORMED":
+            keep = [True] * table.num_rows
+            for malformed in bad:
+                keep[malformed.row] = False
+            table = table.filter(pa.array(keep))
+        elif bad and self.spec.corrupt_column is not None:
+            corrupt = [None] * table.num_rows
+            for malformed in bad:
+                corrupt[malformed.row] = malformed.text
+        if table.num_rows:
+            yield self.out.build(table, corrupt)
+
+    def _corrupt(self, exc: BaseException) -> CorruptFileError:
+        hint = "" if self.spec.ignore_corrupt_files else " (set ignoreCorruptFiles=true to skip such files)"
+        return CorruptFileError(f"connectors.files: corrupt or truncated file {self.split.path}: {exc}{hint}")
+
+    def _parquet(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
+        try:
+            parquet = open_parquet(raw)
+            present = [name for name in self.spec.data_schema.names if name in parquet.schema_arrow.names]
+            calendar = FileCalendar.of(self.split.path, parquet.metadata.metadata, self.spec.datetime_rebase,
+                                       self.spec.int96_rebase)
+            fixes = calendar.column_fixes(parquet.schema_arrow, present, leaf_physical_types(parquet))
+            batches = parquet.iter_batches(
+                batch_size=PARQUET_BATCH_ROWS, row_groups=self.split.row_groups, columns=present
+            )
+            for batch in batches:
+                yield self.out.build(pa.Table.from_batches([fixed(batch, fixes)]))
+        except (pa.ArrowInvalid, OSError) as exc:
+            error = self._corrupt(exc)
+            if not self.spec.ignore_corrupt_files:
+                raise error from None
+            yield from self._skipped(error)
+
+    def _avro(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
+        """The blocks that start in the split; blocks are decoded together up to AVRO_BATCH_ROWS."""
+        from connectors.core import avro  # fastavro and pyarrow.compute: only where Avro is read
+
+        split = self.split
+        end = split.size if split.end < 0 else split.end
+        try:
+            schema_json, codec, sync, metadata = avro.read_header(raw)
+            writer = avro.parse(schema_json)
+            reader = None if self.spec.avro_schema is None else avro.parse(self.spec.avro_schema)  # None: the writer's
+            decoded = avro.arrow_type(reader or writer)
+            # The values are decoded with member0, ... and the Avro field names, then viewed with the names read
+            names = avro.renamed(decoded, avro.arrow_type(reader or writer, self.spec.union_prefix))
+            if self.spec.positional:
+                names = avro.renamed(names, pa.struct(list(self.spec.data_schema)))
+            avro.check_readable(reader or writer, names, self.spec.data_schema, f"connectors.files: {split.path}")
+            decoder = avro.Decoder(schema_json, reader, decoded)
+            calendar = FileCalendar.of(split.path, metadata, self.spec.datetime_rebase)
+            fixes = calendar.column_fixes(names, self.spec.data_schema.names)
+            decompress = avro.CODECS[codec][1]
+            position = raw.tell() if split.start == 0 else _after_sync(raw, split.start, sync, split.size)
+            pending: list[bytes] = []
+            count = 0
+            while position < min(end, split.size):
+                raw.seek(position)
+                records, size = avro.read_varint(raw), avro.read_varint(raw)
+                data = raw.read(size)
+                if len(data) != size or raw.read(avro.SYNC_SIZE) != sync:
+                    raise ValueError(f"the block at byte {position} is cut short or not followed by the sync marker")
+                pending.append(decompress(data))
+                count += records
+                position = raw.tell()
+                if count >= AVRO_BATCH_ROWS:
+                    yield self._avro_batch(decoder, fixes, names, count, pending)
+                    pending, count = [], 0
+            if count:
+                yield self._avro_batch(decoder, fixes, names, count, pending)
+        except (ValueError, EOFError, OSError, pa.ArrowInvalid) as exc:
+            error = self._corrupt(exc)
+            if not self.spec.ignore_corrupt_files:
+                raise error from None
+            yield from self._skipped(error)
+
+    def _avro_batch(self, decoder: Decoder, fixes: dict[str, Fix], names: pa.DataType, count: int,
+                    blocks: list[bytes]) -> pa.RecordBatch:
+        from connectors.core.avro import AvroTypeError
+
+        try:
+            values = decoder.decode_block(count, b"".join(blocks)).view(names)
+        except AvroTypeError as exc:  # avroSchema that the file's schema does not resolve to: no corrupt file
+            raise AvroTypeError(f"connectors.files: {self.split.path}: {exc}") from None
+        return self.out.build(pa.Table.from_batches([fixed(pa.RecordBatch.from_struct_array(values), fixes)]))
+
+    def _skipped(self, error: CorruptFileError) -> Iterator[pa.RecordBatch]:
+        """ignoreCorruptFiles: count the file where the user sees it, then go on.
+
+        PERMISSIVE with a corrupt-record column: one row for the file (nulls, the error in that
+        column, the file's metadata columns). It travels with the data, so a retried task or a
+        replayed batch counts it exactly as often as the output holds the file's rows.
+        """
+        message = f"{error}; skipped the rest of it (ignoreCorruptFiles)"
+        corrupt_files_log.warning(message, extra={"context": {"file": self.split.path}})
+        if self.spec.mode == "PERMISSIVE" and self.spec.corrupt_column is not None:
+            yield self.out.skipped(message)
+
+
+def open_parquet(raw: BinaryIO) -> pq.ParquetFile:
+    """A parquet file whose INT96 timestamps (what Spark writes by default) read at microseconds,
+    Spark's unit: at pyarrow's nanoseconds only years 1677-2262 fit."""
+    return pq.ParquetFile(raw, coerce_int96_timestamp_unit="us")
+
+
+def leaf_physical_types(parquet: pq.ParquetFile) -> Iterator[str]:
+    """The physical types of a parquet file's leaf columns, in the order the Arrow schema's leaves come
+    (depth first): INT96 timestamps read as zone-less ones do."""
+    return (parquet.schema.column(i).physical_type for i in range(len(parquet.schema)))
+
+
+def _after_sync(stream: BinaryIO, start: int, sync: bytes, size: int) -> int:
+    """Where the first block starting at or after ``start`` begins: after the first sync marker
+    that ends there or later (the file's size when there is none)."""
+    position = max(0, start - len(sync))
+    stream.seek(position)
+    carry = b""
+    while True:
+        chunk = stream.read(1 << 20)
+        if not chunk:
+            return size
+        data = carry + chunk
+        found = data.find(sync)
+        if found >= 0:
+            return position - len(carry) + found + len(sync)
+        carry = data[-(len(sync) - 1):]
+        position += len(chunk)
+
+
+def read_partition(spec: ReadSpec, partition: FilePartition) -> Iterator[pa.RecordBatch]:
+    for split in partition.splits:
+        yield from SplitReader(spec, split)
