@@ -939,18 +939,24 @@ def test_read_committed_ranges_of_one_task_end_on_markers(kafka_bootstrap, topic
 
 
 @pytest.mark.crash
-def test_sigkill_mid_batch_delivers_every_offset_exactly_once(crash_harness, kafka_bootstrap, topic, tmp_path):
+@pytest.mark.parametrize("assigned", [None, [0, 1, 3]], ids=["subscribe", "assign"])
+def test_sigkill_mid_batch_delivers_every_offset_exactly_once(crash_harness, kafka_bootstrap, topic, tmp_path,
+                                                              assigned):
+    """``assigned``: the partitions to read with ``assign`` (planned every trigger from the topic's
+    metadata) instead of subscribing; the one left out (2) stays unread across the restarts."""
     name, per_partition = topic(4), 1500
     for partition in range(4):
         produce(kafka_bootstrap, name, [f"{partition}-{i}" for i in range(per_partition)], partition=partition)
+    subscription = ["assign", json.dumps({name: assigned})] if assigned else ["subscribe", name]
+    read = assigned or range(4)
     out = tmp_path / "out"
     harness = crash_harness("jobs.kafka_source:kafka_to_parquet", out=str(out), bootstrap=kafka_bootstrap,
-                            topic=name, max_offsets=2000)
+                            subscription=subscription, max_offsets=2000)
     report = harness.run(kills=2, kill_at="mid-batch", seed=3)
     assert report.kills == 2
     table = pq.read_table(out, columns=["partition", "offset", "value"])
     seen = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
-    assert len(seen) == 4 * per_partition
-    assert sorted(seen) == [(p, o) for p in range(4) for o in range(per_partition)]
+    assert len(seen) == len(read) * per_partition
+    assert sorted(seen) == [(p, o) for p in read for o in range(per_partition)]
     assert sorted(v.decode() for v in table.column("value").to_pylist()) == sorted(
-        f"{p}-{i}" for p in range(4) for i in range(per_partition))
+        f"{p}-{i}" for p in read for i in range(per_partition))

@@ -8,11 +8,14 @@ restarts shows up in the final count.
 from connectors.testing.crash import to_idempotent_parquet
 
 
-def kafka_to_parquet(spark, checkpoint, out, bootstrap, topic, max_offsets):
+def kafka_to_parquet(spark, checkpoint, out, bootstrap, max_offsets, topic=None, subscription=None):
+    """Reads ``subscription``, the option that chooses the partitions and its value (e.g.
+    ``["assign", '{"t":[0,1]}']``), by default ``["subscribe", topic]``."""
+    name, value = subscription or ("subscribe", topic)
     df = (
         spark.readStream.format("connectors.kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
+        .option(name, value)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_offsets)
         .load()
