@@ -420,6 +420,33 @@ def test_an_assigned_partition_that_does_not_exist_fails_at_query_start(spark, k
         stream.stop()
 
 
+def test_a_stream_starting_past_the_latest_offset_fails_at_query_start(spark, kafka_bootstrap, topic, tmp_path):
+    # Was data loss at the first micro-batch, naming no option ("topic recreated?"), and with
+    # failOnDataLoss=false a read from the earliest offset. Offsets never written cannot be lost.
+    name = topic(2)
+    produce(kafka_bootstrap, name, [f"v{i}" for i in range(5)])
+    starting = json.dumps({name: {"0": 9, "1": -2}})
+    query = memory_stream(source(spark, kafka_bootstrap, True, subscribe=name, startingOffsets=starting),
+                          "past_latest", tmp_path / "cp")
+    with pytest.raises(StreamingQueryException) as info:
+        query.awaitTermination(60)
+    assert (f"OptionError: connectors.kafka: option 'startingOffsets' = {{'{name}': {{0: 9, 1: -2}}}}: offset 9 of "
+            f"topic {name} partition 0 is past its latest offset 5 (-1 starts at the latest offset)") in str(info.value)
+    assert "DataLossError" not in str(info.value)
+
+    def initial_offset(first: int, fail_on_data_loss: str) -> dict:
+        stream = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, failOnDataLoss=fail_on_data_loss,
+                                           startingOffsets=json.dumps({name: {"0": first, "1": -2}})))
+        try:
+            return stream.initialOffset()
+        finally:
+            stream.stop()
+
+    with pytest.raises(OptionError, match="option 'startingOffsets' = .*: offset 9 of topic"):
+        initial_offset(9, fail_on_data_loss="false")
+    assert initial_offset(5, fail_on_data_loss="true") == {name: {"0": 5, "1": 0}}  # the latest offset itself
+
+
 def test_unreachable_broker_fails_at_query_start(spark, tmp_path):
     dead = {"kafka.socket.timeout.ms": "1500", "fetchOffset.numRetries": "1"}
     message = "cannot list topics from the brokers at kafka.bootstrap.servers = '127.0.0.1:9'"

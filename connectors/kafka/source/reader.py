@@ -184,7 +184,21 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         kind, spec = self.options.starting(LATEST)
         start = self.broker.resolve(tps, kind, spec, _option_name("starting", kind),
                                     self.options.starting_offsets_by_timestamp_strategy)
+        if kind == "offsets" and isinstance(spec, dict):
+            self._check_given_starts(start)
         return to_json(start)
+
+    def _check_given_starts(self, start: Offsets) -> None:
+        """A ``startingOffsets`` offset past its partition's latest offset fails the query at its
+        start, whatever ``failOnDataLoss``: offsets never written cannot have been lost. The first
+        micro-batch took it for data loss (as Spark's does), naming no option, and with
+        failOnDataLoss=false read from the earliest offset instead."""
+        latest = self.broker.latest(start.keys())
+        past = [f"offset {offset} of topic {topic} partition {partition} is past its latest offset "
+                f"{latest[topic, partition]}" for (topic, partition), offset in sorted(start.items())
+                if offset > latest[topic, partition]]  # fmt: skip
+        if past:
+            raise self.options.error("startingOffsets", "; ".join(past) + " (-1 starts at the latest offset)")
 
     def latest(self, fresh: bool = False) -> Offsets:
         """Latest offsets of every partition read now; reused for ``fetchOffset.minIntervalMs``
