@@ -513,6 +513,9 @@ def test_unreachable_broker_fails_at_query_start(spark, free_port):
     assert f"option 'kafka.bootstrap.servers' = '127.0.0.1:{free_port}': no broker answered" in str(info.value)
 
 
+SASL = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.username": "u", "kafka.sasl.password": "pw-3xq7"}
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [
@@ -522,14 +525,28 @@ def test_unreachable_broker_fails_at_query_start(spark, free_port):
         # refused only beside the idempotence the sink turns on for at-least-once
         ({"kafka.acks": "1"}, "option 'kafka.acks' = '1': librdkafka refuses it: Failed to create producer: "
                               "`acks` must be set to `all` when `enable.idempotence` is true"),
+        # refused only beside security.protocol=ssl: named as the setting librdkafka's reason names
         ({"kafka.security.protocol": "ssl", "kafka.ssl.ca.location": "/nonexistent/ca.pem"},
-         "option 'kafka.security.protocol, kafka.ssl.ca.location': librdkafka refuses these settings together"),
+         "option 'kafka.ssl.ca.location' = '/nonexistent/ca.pem': librdkafka refuses it: Failed to create producer: "
+         "ssl.ca.location failed"),
+        # refused only beside a SASL security.protocol, itself refused alone (no GSSAPI): named as
+        # the setting whose value librdkafka's reason quotes, not the protocol
+        ({**SASL, "kafka.sasl.mechanism": "PLAINX"},
+         "option 'kafka.sasl.mechanism' = 'PLAINX': librdkafka refuses it: Failed to create producer: "
+         "Unsupported SASL mechanism: PLAINX"),
+        ({**SASL, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-999"},
+         "option 'kafka.sasl.mechanism' = 'SCRAM-SHA-999': librdkafka refuses it: Failed to create producer: "
+         "Unsupported hash function: SCRAM-SHA-999"),
+        ({"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"},
+         "option 'kafka.security.protocol, kafka.sasl.mechanism': librdkafka refuses these settings together: "
+         "Failed to create producer: sasl.username and sasl.password must be set"),
     ],
 )
 def test_settings_librdkafka_refuses_are_named_at_query_start(kafka_bootstrap, settings, message):
     with pytest.raises(OptionError) as info:
         check_cluster(KafkaSinkOptions.from_options(sink_options(kafka_bootstrap, "t") | settings))
     assert message in str(info.value)
+    assert SASL["kafka.sasl.password"] not in str(info.value)
 
 
 def test_a_refused_setting_fails_the_write_before_any_task(spark, kafka_bootstrap, unique):

@@ -107,35 +107,49 @@ def refusal(source: str, options: Mapping[str, str], settings: Mapping[str, Any]
     """The OptionError for librdkafka refusing to create a client (``make``) from ``settings``,
     which include the ``kafka.*`` ``options``. librdkafka names only its own property, often an
     alias (``fetch.message.max.bytes`` for ``max.partition.fetch.bytes``), and not always the
-    value; this names the user's options: the first refused on its own, else those without which
-    the rest is accepted (``kafka.acks=1`` beside the idempotence the sink turns on), else all.
+    value; this names the user's options: the first refused on its own for the same reason, else
+    those without which the refusal changes (``kafka.acks=1`` beside the idempotence the sink turns
+    on), narrowed to the one whose name or value the reason quotes, if exactly one does: a bad
+    ``kafka.sasl.mechanism`` is refused only beside a SASL ``kafka.security.protocol``, which
+    without it is refused too, for librdkafka's default mechanism (GSSAPI, not built in).
     Trial clients get no ``bootstrap.servers``, so they open no connection.
     """
-    reason = error.args[0].str()
     user = {key: value for key, value in options.items()
             if key.lower().startswith(PREFIX) and key.lower() != "kafka.bootstrap.servers"}
+    secrets = [value for key, value in user.items() if is_secret_name(key)]
+    reason = scrub(error.args[0].str(), secrets)
 
     def without(keys: list[str]) -> dict[str, Any]:
         names = {key[len(PREFIX):].lower() for key in keys} | {"bootstrap.servers"}
         return {name: value for name, value in settings.items() if name.lower() not in names}
 
-    def refused(trial: dict[str, Any]) -> bool:
+    def refusal_of(trial: dict[str, Any]) -> str | None:
+        """Why librdkafka refuses ``trial``, or None."""
         try:
             client = make(with_logger(trial))
-        except (KafkaException, ValueError):
-            return True
+        except KafkaException as exc:
+            return scrub(exc.args[0].str(), secrets)
+        except ValueError as exc:
+            return scrub(str(exc), secrets)
         if hasattr(client, "close"):
             client.close()
-        return False
+        return None
 
-    reason = scrub(reason, [value for key, value in user.items() if is_secret_name(key)])
+    def quoted(key: str) -> bool:
+        words = [key[len(PREFIX):]] + ([] if is_secret_name(key) else [user[key]])
+        return any(word and re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w.-])", reason, re.IGNORECASE)
+                   for word in words)
+
     base = without(list(user))
-    alone = next((key for key, value in user.items() if refused({**base, key[len(PREFIX):]: value})), None)
-    culprits = [alone] if alone else [key for key in user if not refused(without([key]))]
+    alone = next((key for key, value in user.items() if refusal_of({**base, key[len(PREFIX):]: value}) == reason),
+                 None)
+    culprits = [alone] if alone else [key for key in user if refusal_of(without([key])) != reason]
+    named = [key for key in culprits if quoted(key)]
+    culprits = named if len(named) == 1 else culprits
     if len(culprits) == 1:
         # As with our own unknown options, an unknown name's value is never shown: it may be a
         # misspelt secret (kafka.sasl.pasword).
         unknown = "No such configuration property" in reason
         return OptionError(source, culprits[0], user[culprits[0]], f"librdkafka refuses it: {reason}", secret=unknown)
-    named = ", ".join(culprits) or "kafka.*"
-    return OptionError(source, named, None, f"librdkafka refuses these settings together: {reason}")
+    together = ", ".join(culprits) or "kafka.*"
+    return OptionError(source, together, None, f"librdkafka refuses these settings together: {reason}")
