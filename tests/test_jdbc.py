@@ -223,6 +223,33 @@ def test_foreach_batch_without_a_query_id_needs_a_sink_id_then_writes_once(spark
     assert rows(pg, f"SELECT count(*) FROM {unique}_b") == [(200,)]
 
 
+def test_a_replay_whose_rows_moved_between_partitions_fails_instead_of_duplicating_silently(spark, postgres_dsn, pg,
+                                                                                             unique):
+    # Batch 5 committed both partitions, then the driver died before Spark's commit log: the batch
+    # runs again, its rows now cut into partitions differently (a source's partition count, a
+    # repartition changed before the restart). No partition's own check sees it: partition 0 begins
+    # with the rows it committed, and a partition that is now empty reads nothing. The commit must.
+    from connectors.jdbc.task_writer import JdbcWriteError
+
+    for name, replay in [("fewer", spark.range(0, 100, 1, 1)),  # partition 0: 0..99, no partition 1
+                         ("moved", spark.range(0, 100, 1, 1).union(spark.range(0, 0, 1, 1)))]:  # 1 now empty
+        table = f"{unique}_{name}"
+        pg.execute(f"CREATE TABLE {table} (id bigint)")  # no key: a row written twice stays twice
+        sink = JdbcSink(url=postgres_dsn, dbtable=table, sinkId=unique)
+        sink(spark.range(0, 100, 1, 2), 5)  # partition 0: 0..49, partition 1: 50..99
+        assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {table}") == [(100, 100)]
+        for _ in range(2):  # and every time the batch runs again, until someone looks
+            with pytest.raises(JdbcWriteError, match="batch 5 was re-executed with other rows per partition than it "
+                                                     r"first committed \(partition 1: 50 rows committed, 0 now\)"):
+                sink(replay, 5)
+    keyed = f"{unique}_upsert"  # an upsert writes a moved row again by its key: nothing twice, no failure
+    pg.execute(f"CREATE TABLE {keyed} (id bigint PRIMARY KEY)")
+    sink = JdbcSink(url=postgres_dsn, dbtable=keyed, sinkId=f"{unique}_u", mode="upsert")
+    sink(spark.range(0, 100, 1, 2), 5)
+    sink(spark.range(0, 100, 1, 1), 5)
+    assert rows(pg, f"SELECT count(*), count(DISTINCT id) FROM {keyed}") == [(100, 100)]
+
+
 def test_odd_table_schema_and_column_names(spark, postgres_dsn, pg, unique):
     schema_name, table_name = f"Odd {unique}", 'we"ird.name'
     pg.execute(f'CREATE SCHEMA "{schema_name}"')

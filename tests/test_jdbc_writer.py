@@ -598,6 +598,31 @@ def test_an_upstream_failure_mid_copy_surfaces_unchanged_and_commits_nothing(pos
     assert count(pg, table) == (0, 0)
 
 
+def test_a_zombie_task_of_a_batch_committed_since_writes_nothing(postgres_dsn, pg, unique):
+    # A task of a driver that died runs on (its executor not stopped yet) and reaches the database
+    # only after the restarted query re-ran its batch 7 and committed it and later batches, whose
+    # commits pruned batch 7's progress rows.
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")  # no key: a row written twice stays twice
+    raw = {"url": f"{postgres_dsn}?application_name={unique}", "dbtable": unique, "batchSize": "100", "sinkId": unique}
+    _, plan, name, _ = plan_write(raw, SCHEMA, False)
+    driver = stream_writer(raw, SCHEMA, False)  # commit() needs no Spark task
+    sink = f"{unique}:{name}"
+
+    def task(batch: int, rows: list[pa.RecordBatch]) -> JdbcCommitMessage:
+        return PartitionWriter(plan, ProgressKey(sink, batch, 0)).write(iter(rows))
+
+    zombies = [PartitionWriter(plan, ProgressKey(sink, 7, 0)) for _ in range(2)]  # the dead driver's
+    driver.commit([task(7, arrow_batches(0, 500, 100))], 7)  # the restarted query's batch 7
+    driver.commit([task(8, [])], 8)  # batch 8: nothing came in, so it has no progress row
+    assert zombies[0].write(iter(arrow_batches(0, 500, 100))) == JdbcCommitMessage(ProgressKey(sink, 7, 0), 0, 500)
+    assert count(pg, unique) == (500, 500)
+    driver.commit([task(9, arrow_batches(500, 100, 100))], 9)  # batch 7's rows are pruned now
+    with pytest.raises(JdbcWriteError, match=f"sink id '{sink}', batch 7, partition 0: batch 9 of this sink id is "
+                                             "committed already.*this task is a zombie"):  # fmt: skip
+        zombies[1].write(iter(arrow_batches(0, 500, 100)))
+    assert count(pg, unique) == (600, 600)
+
+
 # --- digests: a replay with other rows ----------------------------------------------------------
 
 

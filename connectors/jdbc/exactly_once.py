@@ -87,11 +87,29 @@ class ProgressTable:
             key.params(),
         )
         if cursor.rowcount == 1:
+            # A key no attempt has taken, unless a later batch of the sink is committed: then this
+            # task is a zombie (a task of a driver that died, still running while the restarted
+            # query committed this batch and went on; its progress rows are pruned by now), or
+            # the batch ids started over (a new checkpoint under the same sinkId). Either way its
+            # rows are written already: writing them would duplicate them.
+            cursor.execute(f"SELECT max(batch_id) FROM {self.table} WHERE sink_id = %s AND batch_id > %s",
+                           (key.sink_id, key.batch_id))
+            later = cursor.fetchone()[0]
+            if later is not None:
+                raise Superseded(int(later))
             return None
         # Locked: a concurrent attempt that also finds the key waits until this one commits.
         cursor.execute(f"SELECT row_count, digest FROM {self.table} {_WHERE} FOR UPDATE", key.params())
         rows, digest = cursor.fetchone()
         return Committed(int(rows), digest)
+
+    def committed_rows(self, cursor, sink_ids: list[str], batch_id: int) -> dict[tuple[str, int], int]:
+        """(sink id, partition) -> rows committed, of every progress row of batch ``batch_id``."""
+        cursor.execute(
+            f"SELECT sink_id, partition_id, row_count FROM {self.table} WHERE sink_id = ANY(%s) AND batch_id = %s",
+            (sink_ids, batch_id),
+        )
+        return {(sink_id, int(partition)): int(rows) for sink_id, partition, rows in cursor.fetchall()}
 
     def record(self, cursor, key: ProgressKey, committed: Committed) -> None:
         cursor.execute(
@@ -103,11 +121,25 @@ class ProgressTable:
         """Drop the rows of ``sink_id`` (those of batches before ``before_batch``, if given).
 
         A streaming batch N starts only after N-1 is in Spark's commit log, so batches before the
-        one being committed are never executed again.
+        one being committed are never executed again. The rows of the newest batch that has any
+        are always kept (a batch of empty partitions leaves none): they tell a zombie task of an
+        older batch that it is one (see :meth:`claim`).
         """
         with connection.cursor() as cursor:
             if before_batch is None:
                 cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s", (sink_id,))
             else:
-                cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s AND batch_id < %s", (sink_id, before_batch))
+                cursor.execute(
+                    f"DELETE FROM {self.table} WHERE sink_id = %s AND batch_id < %s "
+                    f"AND batch_id < (SELECT max(batch_id) FROM {self.table} WHERE sink_id = %s)",
+                    (sink_id, before_batch, sink_id),
+                )
         connection.commit()
+
+
+class Superseded(Exception):  # noqa: N818 - a state, raised to the task writer, which words it
+    """A later batch of the sink is committed than the one a task is about to start writing."""
+
+    def __init__(self, later_batch: int):
+        super().__init__(later_batch)
+        self.later_batch = later_batch

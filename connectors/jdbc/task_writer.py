@@ -29,7 +29,7 @@ from connectors.core.digest import RowsDigest
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.retry import retry
 from connectors.jdbc import FORMAT
-from connectors.jdbc.exactly_once import Committed, ProgressKey, ProgressTable
+from connectors.jdbc.exactly_once import Committed, ProgressKey, ProgressTable, Superseded
 from connectors.jdbc.options import JdbcConnectionOptions, JdbcExecutionOptions
 from connectors.jdbc.statements import BadValue, Statement
 from connectors.testing.faults import fault_point
@@ -304,7 +304,17 @@ class PartitionWriter:
         """Lock the progress row in the open transaction, after reading past the rows it says are
         committed (without holding the lock), and check they are the rows committed."""
         while True:
-            found = self._progress.claim(cursor, self.key)
+            try:
+                found = self._progress.claim(cursor, self.key)
+            except Superseded as later:
+                self._connection.rollback()
+                raise JdbcWriteError(
+                    f"{FORMAT}: {self.key}: batch {later.later_batch} of this sink id is committed already, so "
+                    f"batch {self.key.batch_id} was committed before it and nothing of it is written again: this task "
+                    "is a zombie (it ran on after its driver died, while the restarted query committed its batch), "
+                    "or the batch ids started over under the same sink id (a new checkpoint needs a new sinkId; "
+                    "see docs/jdbc.md)"
+                ) from None
             rows = found.rows if found is not None else 0
             if rows <= self._committed:
                 break

@@ -25,11 +25,12 @@ from pyspark.sql.types import StructType
 from connectors.core.commit import current_task
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.options import OptionError
+from connectors.core.retry import retry
 from connectors.jdbc import FORMAT
 from connectors.jdbc.exactly_once import ProgressKey, ProgressTable
 from connectors.jdbc.options import JdbcSinkOptions, missing_sink_id
 from connectors.jdbc.overwrite import Overwrite, stage
-from connectors.jdbc.statements import plan_statement
+from connectors.jdbc.statements import InsertStatement, plan_statement
 from connectors.jdbc.table import parse_table_name
 from connectors.jdbc.task_writer import (
     JdbcCommitMessage,
@@ -38,6 +39,7 @@ from connectors.jdbc.task_writer import (
     WritePlan,
     borrow,
     describe,
+    is_transient,
     release,
 )
 from connectors.testing.faults import fault_point
@@ -208,9 +210,67 @@ class JdbcStreamWriter(_JdbcWriter, DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
         fault_point("jdbc.commit.before", self.plan.target)
+        self._verify(messages, batchId)
         self._log(messages, f"batch {batchId} committed")
         self._forget(messages, batchId)
         fault_point("jdbc.commit.after", self.plan.target)
 
     def abort(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
         self._log(messages, f"batch {batchId} aborted (committed partitions are skipped when it runs again)")
+
+    def _verify(self, messages: list[JdbcCommitMessage | None], batch_id: int) -> None:
+        """Fail the batch when its partitions' rows are not the rows committed under its key.
+
+        Each task checks that the rows it skips are the rows committed for its partition id, but
+        no task sees another partition's: when a re-executed batch's rows moved between partitions
+        (the source's partition count or a repartition changed before the restart, a
+        non-deterministic input), a partition that now holds another's committed rows after its
+        own, or a partition id without a progress row, writes them again, and a partition that
+        is now empty or gone reads nothing. Each partition's progress row must count exactly the
+        rows its task committed or skipped; every other row of the batch must count none.
+        The rows are written by now: the batch fails, every time it runs, instead of passing
+        with rows twice and nobody told.
+        """
+        expected = {(m.key.sink_id, m.key.partition_id): m.rows + m.skipped
+                    for m in messages if m is not None and m.key is not None}  # fmt: skip
+        statement = self.plan.statement
+        if self.plan.progress is None or not expected or (isinstance(statement, InsertStatement)
+                                                          and statement.key_indexes):
+            return  # an upsert writes a moved row again by its key: nothing twice
+        import psycopg2
+
+        progress = self.plan.progress
+        sink_ids = sorted({sink_id for sink_id, _ in expected})
+
+        def read() -> dict[tuple[str, int], int]:
+            connection = borrow(self.plan.connection)
+            try:
+                with connection.cursor() as cursor:
+                    found = progress.committed_rows(cursor, sink_ids, batch_id)
+                connection.rollback()
+                return found
+            finally:
+                release(connection, self.plan.connection)
+
+        try:
+            committed = retry(read, attempts=self.plan.execution.max_retries + 1, retry_on=is_transient,
+                              what=f"{FORMAT}: checking the progress of batch {batch_id}")  # fmt: skip
+        except psycopg2.Error as exc:
+            raise JdbcWriteError(describe(exc, f"the progress table {progress.table}")) from None
+        wrong = sorted(
+            (key, rows, committed.get(key, 0))
+            for key, rows in {**dict.fromkeys(committed, 0), **expected}.items()
+            if committed.get(key, 0) != rows
+        )
+        if wrong:
+            details = "; ".join(f"partition {partition}: {found} rows committed, {rows} now"
+                                for (_, partition), rows, found in wrong)  # fmt: skip
+            raise JdbcWriteError(
+                f"{FORMAT}: batch {batch_id} was re-executed with other rows per partition than it first "
+                f"committed ({details}): the rows that moved to another partition were written again, so "
+                f"{self.plan.target} may hold some rows twice. Exactly-once needs a re-executed batch to bring each "
+                "partition the same rows (it does not when the source's partition count or a repartition changed "
+                "before the restart, or the input is not deterministic; see docs/jdbc.md). The batch fails each time "
+                f"it runs until its progress rows are deleted (DELETE FROM {progress.table} WHERE sink_id = "
+                f"'{sink_ids[0]}' AND batch_id = {batch_id}), after the table is checked"
+            )
