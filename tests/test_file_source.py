@@ -360,6 +360,41 @@ CSV_OPTION_CASES = [
     ('1,"y",\n2,"z",', "a int, b string, c int", {"mode": "DROPMALFORMED"},
      ["Row(a=1, b='y', c=None)", "Row(a=2, b='z', c=None)"]),
     ('1,"y\nx",', "a int, b string, c int", {"multiLine": "true", "mode": "FAILFAST"}, ["Row(a=1, b='y\\nx', c=None)"]),
+    # lines of only whitespace (Java's trim) are skipped, also before the header and with lineSep (not with multiLine)
+    ("a\n   \nb\n", None, {}, ["Row(_c0='a')", "Row(_c0='b')"]),
+    ("1\t2\n\t\n3\t4\n", "a int, b int", {"sep": "\t"}, ["Row(a=1, b=2)", "Row(a=3, b=4)"]),
+    ("1,2\n \t \n3,4\n \r\n\x01\x0b\n", "a int, b int, _corrupt_record string", {},
+     ["Row(a=1, b=2, _corrupt_record=None)", "Row(a=3, b=4, _corrupt_record=None)"]),
+    ("   \nh1,h2\n  \n1,2\n", None, {"header": "true", "inferSchema": "true"}, ["Row(h1=1, h2=2)"]),
+    ("a,1|   |b,2|", None, {"lineSep": "|"}, ["Row(_c0='a', _c1='1')", "Row(_c0='b', _c1='2')"]),
+    # a first line that is blank: the columns come from the first that is not
+    ("\nTRUE\n", None, {}, ["Row(_c0='TRUE')"]),
+    ("\n  \nTRUE,1\n", None, {"inferSchema": "true"}, ["Row(_c0=True, _c1=1)"]),
+    # integers take no hex; booleans only true and false, in any case
+    ("0x1A\n0X1a\n+5\n-0x1\n12\n", "v int, _corrupt_record string", {},
+     ["Row(v=None, _corrupt_record='0x1A')", "Row(v=None, _corrupt_record='0X1a')", "Row(v=5, _corrupt_record=None)",
+      "Row(v=None, _corrupt_record='-0x1')", "Row(v=12, _corrupt_record=None)"]),
+    ("0x1A,x\n", "v bigint, w string", {"mode": "DROPMALFORMED"}, []),
+    ("1\n0\ntRuE\nFALSE\ntrue\nyes\n", "v boolean, _corrupt_record string", {},
+     ["Row(v=None, _corrupt_record='1')", "Row(v=None, _corrupt_record='0')", "Row(v=True, _corrupt_record=None)",
+      "Row(v=False, _corrupt_record=None)", "Row(v=True, _corrupt_record=None)", "Row(v=None, _corrupt_record='yes')"]),
+    # a quoted nullValue is null too (a quoted empty value stays empty)
+    ('a\n"NA"\nNA\n', None, {"header": "true", "nullValue": "NA"}, ["Row(a=None)", "Row(a=None)"]),
+    ('"NA",NA,"NA",""\n', "a string, b int, c int, d string, _corrupt_record string", {"nullValue": "NA"},
+     ["Row(a=None, b=None, c=None, d='', _corrupt_record=None)"]),
+    ('"NA",1\n', None, {"nullValue": "NA", "inferSchema": "true"}, ["Row(_c0=None, _c1=1)"]),
+    # a UTF-8 byte order mark is not part of the first column's name
+    ("\ufeffa,b\n1,2\n", None, {"header": "true"}, ["Row(a='1', b='2')"]),
+    ('\ufeff"a",b\n1,2\n', None, {"header": "true", "inferSchema": "true"}, ["Row(a=1, b=2)"]),
+    ("\ufeffa,b\n1,2\n   \n", None, {"header": "true", "multiLine": "true"},  # multiLine keeps a line of spaces
+     ["Row(a='1', b='2')", "Row(a='   ', b=None)"]),
+    ("\ufeffa,b\n1,2\n", "a int, b int", {"header": "true", "enforceSchema": "false"}, ["Row(a=1, b=2)"]),
+    # a header's repeated names (in any case) get their index, empty ones and nullValue are _c and it
+    ("a,a\n1,2\n", None, {"header": "true"}, ["Row(a0='1', a1='2')"]),
+    ("a,b,A\n1,2,3\n", None, {"header": "true", "inferSchema": "true"}, ["Row(a0=1, b=2, A2=3)"]),
+    ("a,,a,NA\n1,2,3,4\n", None, {"header": "true", "nullValue": "NA"}, ["Row(a0='1', _c1='2', a2='3', _c3='4')"]),
+    # quote \0 turns quoting off
+    ('"a,b",1\n', None, {"quote": "\u0000"}, ["Row(_c0='\"a', _c1='b\"', _c2='1')"]),
 ]  # fmt: skip
 
 
@@ -367,6 +402,41 @@ CSV_OPTION_CASES = [
 def test_csv_options_read_as_spark_does(spark, tmp_path, content, schema, options, expected):
     (tmp_path / "a.csv").write_bytes(content.encode())
     assert _same_rows(spark, "csv", tmp_path / "a.csv", schema, **options) == sorted(expected)
+
+
+LENIENT_TS = ('{"a":"2024-1-5 1:2:3"}\n{"a":"2024-01-15T10:20:30.1234567"}\n{"a":1700000000}\n{"a":"2024-01-15T10:20:30Z"}\n'
+              '{"a":"2024-01-15T10:20:30+02:00"}\n{"a":"2024-01-15 10:20:30"}\n{"a":"x"}\n{"a":1.5}\n')
+
+
+@pytest.mark.parametrize("fmt, content, schema", [
+    # decimals rounded HALF_UP to the scale; past the precision (after rounding) the record is malformed
+    ("json", '{"a":1234.5}\n{"a":1.555}\n{"a":"1.5"}\n{"a":999.995}\n{"a":-1.555}\n{"a":"1,000.5"}\n{"a":1}\n',
+     "a decimal(5,2)"),
+    ("json", '{"a":1234.5}\n{"a":12.5}\n', "a decimal(5,2)"),  # a block that pyarrow reads whole
+    ("json", '{"a":1.5}\n{"a":-1.5}\n{"a":0.5}\n{"a":{"b":1.555}}\n', "a decimal(38,0)"),
+    ("json", '{"a":{"b":1.555}}\n{"a":{"b":1234.5}}\n', "a map<string,decimal(5,2)>"),
+    ("csv", "1.555\n1.5\n-1.5\n123.45\n.5\n1E-2\n+1.2\n0.005\n1234.5\n999.995\n", "v decimal(5,2)"),
+    ("csv", "1234.5\n12.5\n", "v decimal(5,2)"),  # a block that pyarrow reads whole
+    ("csv", "1.555\n1.5\n-1.5\n123.45\n.5\n1E-2\n+1.2\n0.005\n", "v decimal(10,0)"),
+    # dates without dateFormat: Spark's lenient stringToDate
+    ("csv", '2024-1-5\n2024-01-15 10:00\n2024-01-15T10:00:00\n2024\n2024-01\n+2024-01-15\n"2024-01-15 "\n'
+            "2024-01-15T\n2024-01-\n2024 \nx\n2024-02-30\n2024-01-15\n", "v date"),
+    ("json", '{"a":"2024-01-15 10:00"}\n{"a":"2024-1-5"}\n{"a":"2024-01-15T10:00:00"}\n{"a":"123"}\n{"a":"x"}\n'
+             '{"a":"2024-01-15"}\n{"a":"2024"}\n', "a date"),
+    # timestamps: lenient texts, 7 fraction digits, json numbers as seconds, no zone where timestamp_ntz goes
+    ("csv", "2024-1-5 1:2:3\n2024-01-15T10:20:30.1234567\n2024-01-15T10:20:30Z\n2024-01-15 10:20:30\n10:00:00\n",
+     "v timestamp_ntz"),
+    ("json", LENIENT_TS, "a timestamp"),
+    ("json", LENIENT_TS, "a timestamp_ntz"),
+    # Java's texts: "+Infinity" in json floats, Unicode digits in csv integers
+    ("json", '{"a":"+Infinity"}\n{"a":"-INF"}\n{"a":"+INF"}\n{"a":1.5}\n', "a double"),
+    ("csv", "\u0661\u0662\n\uff11\uff12\n7\n", "v int"),
+])  # fmt: skip
+def test_lenient_values_read_as_spark_does(spark, tmp_path, fmt, content, schema):
+    """Values Spark's csv and json readers take beyond what pyarrow converts, and the ones they refuse."""
+    (tmp_path / f"a.{fmt}").write_text(content)
+    for mode in ("PERMISSIVE", "DROPMALFORMED"):
+        _same_rows(spark, fmt, tmp_path / f"a.{fmt}", schema + ", _corrupt_record string", mode=mode)
 
 
 @pytest.mark.parametrize("fmt, content, schema, options", [
@@ -419,6 +489,35 @@ def test_json_inference_options_as_spark_does(spark, tmp_path):
     for options in ({"primitivesAsString": "true"}, {"prefersDecimal": "true"}, {"dropFieldIfAllNull": "true"},
                     {"prefersDecimal": "true", "dropFieldIfAllNull": "true", "primitivesAsString": "false"}):
         assert _same_rows(spark, "json", tmp_path / "k.json", None, **options)
+
+
+@pytest.mark.parametrize("content, schema, options", [
+    # a line holding an array of objects is a row each (none if empty); of anything else one malformed row;
+    # one element that does not convert makes them all malformed; what follows a value is not read
+    ('[{"a":1},{"a":2}]\n{"a":3}\n[]\n[[{"a":4}]]\nnull\n', None, {}),
+    ('[{"a":1},{"a":2}]\n[{"a":1},{"a":"x"}]\n[1,2]\n[{"a":1},null]\n[]\n{"a":3} x\n[{"a":5}] 6\nnull\n',
+     "a int, _corrupt_record string", {}),
+    ('[{"a":1},{"a":2}]\n[{"a":1},{"a":"x"}]\n[1]\n[{\'a\':7}]\n', "a int", {"mode": "DROPMALFORMED"}),
+    ('[{"a":1},\n{"a":"x"}]\n', "a int, _corrupt_record string", {"multiLine": "true"}),
+    ('[{"a":1},\n2]\n', "a int, _corrupt_record string", {"multiLine": "true"}),
+    # a byte order mark, at the start of the file or of a line; a multiLine file's second document unread
+    (b'\xef\xbb\xbf{"a":1}\n\xef\xbb\xbf{"b":2}\n', None, {}),
+    (b'\xef\xbb\xbf{"a":\n1}\n', None, {"multiLine": "true"}),
+    ('{"a":\n1}\n{"a":2}\n', None, {"multiLine": "true"}),
+])  # fmt: skip
+def test_json_arrays_and_documents_read_as_spark_does(spark, tmp_path, content, schema, options):
+    (tmp_path / "a.json").write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert _same_rows(spark, "json", tmp_path / "a.json", schema, **options)
+
+
+@pytest.mark.parametrize("schema", [None, "a string"])
+def test_json_lines_of_a_charset_with_a_byte_order_mark_fail_as_in_spark(spark, tmp_path, schema):
+    (tmp_path / "a.json").write_bytes('{"a":"x"}\n'.encode("utf-16"))
+    reader = spark.read.format("connectors.files").option("fileFormat", "json").option("encoding", "UTF-16")
+    with pytest.raises(Exception, match=r"(?s)(a\.json.*multiLine|multiLine.*a\.json)"):
+        (reader.schema(schema) if schema else reader).load(str(tmp_path)).collect()
+    with pytest.raises(Exception, match="UTF-16"):
+        spark.read.format("json").option("encoding", "UTF-16").load(str(tmp_path)).collect()
 
 
 @pytest.mark.parametrize("fmt, content, options, schema", [

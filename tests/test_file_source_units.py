@@ -688,6 +688,10 @@ def test_discovery_interval_throttles_listings(tmp_path):
         ({"fileFormat": "csv", "comment": "#", "multiLine": "true"}, "option 'comment' = '#': is not supported with multiLine"),
         ({"fileFormat": "csv", "comment": "##"}, "option 'comment' = '##': expected a single character"),
         ({"fileFormat": "json", "ignoreLeadingWhiteSpace": "true"}, "applies to csv, not json"),
+        ({"fileFormat": "csv", "sep": "\u00e9"}, "option 'sep' = '\u00e9': not an ASCII character"),
+        ({"fileFormat": "csv", "delimiter": "\u00a7"}, "option 'delimiter' = '\u00a7': not an ASCII character"),
+        ({"fileFormat": "csv", "quote": "\u201c"}, "option 'quote' = '\u201c': not an ASCII character"),
+        ({"fileFormat": "csv", "escape": "\u00e9"}, "option 'escape' = '\u00e9': not an ASCII character"),
     ],
 )
 def test_bad_options(options, message):

@@ -32,7 +32,9 @@ class CsvParser:
         self.spanning = spec.multi_line or spec.line_sep is not None
         self.parse_options = dict(
             # escape = quote: RFC 4180's doubled quote, which double_quote reads
-            delimiter=spec.separator, quote_char=spec.quote, escape_char=spec.escape != spec.quote and spec.escape,
+            # quote \0 turns quoting off, as in Spark
+            delimiter=spec.separator, quote_char=spec.quote != "\0" and spec.quote,
+            escape_char=spec.escape != spec.quote and spec.escape,
             double_quote=True, newlines_in_values=self.spanning, ignore_empty_lines=True,
         )
         # Unquoted empty values are null whatever nullValue is (as in Spark), so an empty string
@@ -51,6 +53,19 @@ class CsvParser:
         # for maxCharsPerColumn to measure them).
         self.as_text = {f.name for f in self.schema if spec.empty_value is not None or spec.max_chars_per_column >= 0
                         or (self.specials and pa.types.is_floating(f.type))}
+        # Spark's integers (Integer.parseInt) take no hex, which pyarrow's do (0x1A): read as text where
+        # the block has a 0x, those values made malformed
+        self.integers = {f.name for f in self.schema if pa.types.is_integer(f.type)}
+        self.booleans = {f.name for f in self.schema if pa.types.is_boolean(f.type)}
+        # A quoted nullValue is null too (Spark compares it after unquoting), which pyarrow keeps.
+        self.quoted_null = (spec.quote + spec.null_value + spec.quote).encode(spec.encoding, "replace") \
+            if spec.null_value else None
+        # Spark's line reader drops the lines holding only whitespace (Java's trim: up to U+0020); its
+        # multiLine parser only empty ones. Where such a line would read as a record of too few values
+        # (several columns, the separator no whitespace), the fast path never returns it: looked for
+        # only when a block goes the slow path.
+        self.blank_lines = not spec.multi_line
+        self.blank_lines_first = self.blank_lines and (len(self.schema) == 1 or spec.separator <= " ")
 
     def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
         too_wide = []  # pyarrow drops what the handler raises: records past maxColumns, failed after
@@ -69,7 +84,7 @@ class CsvParser:
             parse_options=pacsv.ParseOptions(**self.parse_options, invalid_row_handler=invalid),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, null_values=self.null_values, strings_can_be_null=True,
-                quoted_strings_can_be_null=False,
+                quoted_strings_can_be_null=False, true_values=_TRUE, false_values=_FALSE,
             ),
         )
         if too_wide or (table.num_rows and len(self.schema) > self.spec.max_columns):  # Spark's parser fails, any mode
@@ -86,7 +101,7 @@ class CsvParser:
     def _check_header(self, line: str) -> None:
         """enforceSchema=false: the header names the schema's columns, in order, in any case (Spark's
         CSVHeaderChecker, spark.sql.caseSensitive off)."""
-        header, names = header_tokens(line, self.spec.separator, self.spec.quote), self.schema.names
+        header, names = header_tokens(line.removeprefix("\ufeff"), self.spec.separator, self.spec.quote), self.schema.names
         if len(header) != len(names):
             raise CsvRecordError(f"the header has {len(header)} columns, the schema {len(names)} (enforceSchema=false)."
                                  f" Header: {', '.join(header)}; schema: {', '.join(names)}")
@@ -101,6 +116,33 @@ class CsvParser:
         """The lines starting with ``comment`` blanked, not cut, so line numbers stay right (and
         the reader skips blank lines)."""
         return re.sub(rb"(?m)^" + re.escape(comment.encode(encoding)) + rb"[^\r\n]*", b"", block)
+
+    def _nulls(self, table: pa.Table, block: bytes) -> pa.Table:
+        """A quoted nullValue as null, in the columns read as text."""
+        if self.quoted_null is None or self.quoted_null not in block:
+            return table
+        for index, field in enumerate(table.schema):
+            if pa.types.is_string(field.type):
+                column = table.column(index)
+                table = table.set_column(index, field, pc.if_else(pc.equal(column, self.spec.null_value),
+                                                                  pa.scalar(None, pa.string()), column))
+        return table
+
+    def _invalid(self, table: pa.Table, hex_ints: bool) -> pa.Table:
+        """Texts pyarrow's casts read that Spark's do not, made malformed: hex integers, booleans
+        other than true and false (in any case)."""
+        for index, field in enumerate(table.schema):
+            if not pa.types.is_string(field.type):
+                continue
+            column = table.column(index)
+            if field.name in self.booleans:
+                bad = pc.invert(pc.is_in(pc.utf8_lower(column), pa.array(["true", "false"])))
+            elif hex_ints and field.name in self.integers:
+                bad = pc.match_substring_regex(column, "^[+-]?0[xX]")
+            else:
+                continue
+            table = table.set_column(index, field, pc.if_else(bad, pa.scalar(_NOT_A_VALUE), column))
+        return table
 
     def _replace(self, table: pa.Table) -> pa.Table:
         """emptyValue, nanValue, positiveInf, negativeInf: their texts as what they stand for."""
@@ -125,7 +167,9 @@ class CsvParser:
             block = self.uncommented(block, self.comment, self.spec.encoding)
         if self.trim is not None:
             block = self.trim(block)
-        skip = header_lines(block) if first_block and self.spec.header else 0
+        if self.blank_lines_first:
+            block = blanked_lines(block)
+        skip = header_lines(block, _JAVA_SPACE if self.blank_lines else b"\r") if first_block and self.spec.header else 0
         if skip and not self.spec.enforce_schema:
             self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
         block = self.literal_escapes(block)
@@ -133,21 +177,30 @@ class CsvParser:
             block += b"\n"
         skipped: list[Malformed] = []
         pattern_for = self.spec.pattern_for
+        hex_ints = bool(self.integers) and (b"0x" in block or b"0X" in block)  # memmem: cheap, and rare in text
         # Dates and timestamps with a pattern are read as text, then parsed by it.
-        types = {f.name: pa.string() if pattern_for(f.type) or f.name in self.as_text else f.type for f in self.schema}
+        # Decimals read wider: pyarrow does not check a value's precision, the cast to the column's does.
+        types = {f.name: pa.string() if pattern_for(f.type) or f.name in self.as_text
+                 or (hex_ints and f.name in self.integers)
+                 else pa.decimal128(38, f.type.scale) if pa.types.is_decimal128(f.type) and f.type.precision < 38
+                 else f.type for f in self.schema}
         try:
             table = self._read(block, skip, types, skipped)
             if not skipped:
                 if not self.as_text and types == {f.name: f.type for f in self.schema}:
-                    return table, []
+                    return self._nulls(table, block), []
+                table = self._invalid(self._nulls(table, block), hex_ints)
                 typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for)
                 if not bad_rows:
                     return typed, []
         except pa.ArrowInvalid:
             pass
         # Some record is malformed: read text, then convert what converts.
+        if self.blank_lines and not self.blank_lines_first:
+            block = blanked_lines(block)
         skipped.clear()
         table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped)
+        table = self._invalid(self._nulls(table, block), hex_ints)
         table, skipped_rows = self._with_skipped(table, skipped, skip)
         lines = None if self.spanning else _record_lines(block, skip)  # a record's line number, by row
         if lines is not None and len(lines) != table.num_rows:  # lines pyarrow splits otherwise (a lone \r)
@@ -279,11 +332,38 @@ def header_tokens(line: str, separator: str, quote: str) -> list[str]:
     return next(csv.reader([line.rstrip("\r")], delimiter=separator, quotechar=quote), [])
 
 
-def header_lines(block: bytes) -> int:
+_TRUE, _FALSE = ["true", "True", "TRUE"], ["false", "False", "FALSE"]  # other cases: by the slow path
+_NOT_A_VALUE = "\x00"  # a text no cast reads
+_JAVA_SPACE = bytes(range(0x21))  # what Java's String.trim() drops
+_SPACE_START = re.compile(rb"\n[\x00-\x09\x0b\x0c\x0e-\x20]")  # a line starting with whitespace (not \r)
+_SPACE_LINE = re.compile(rb"\n[\x00-\x09\x0b-\x20]*[\x00-\x09\x0b\x0c\x0e-\x20][\x00-\x09\x0b-\x20]*(?=\n|\Z)")
+
+
+def blanked_lines(block: bytes) -> bytes:
+    """The lines holding only whitespace (Java's trim: characters up to U+0020) made empty, which
+    the reader skips, as Spark's line reader drops them; looked for only where a line starts with
+    whitespace."""
+    first = block[:block.find(b"\n") + 1 or len(block)]
+    if first and not first.strip(_JAVA_SPACE):
+        block = block[len(first.rstrip(b"\n")):]
+    elif _SPACE_START.search(block) is None:
+        return block
+    return _SPACE_LINE.sub(b"\n", block)
+
+
+def whitespace_records_blanked(block: bytes, separator: bytes) -> bytes:
+    """lineSep: the records holding only whitespace (Java's trim) made empty, which Spark drops."""
+    s = re.escape(separator)
+    return re.sub(rb"(?:\A|" + s + rb")[\x00-\x20]+(?=" + s + rb"|\Z)",
+                  lambda match: separator * match.group(0).count(separator), block)
+
+
+def header_lines(block: bytes, blank: bytes = b"\r") -> int:
     """How many lines up to and including the header: the first that is not blank (comments are
-    blanked by then), as Spark's csv reader takes it."""
+    blanked by then), as Spark's csv reader takes it: ``blank`` the characters a blank line holds
+    (the line reader's: any up to a space; multiLine's: none but a \r)."""
     for number, line in enumerate(block.split(b"\n", 64)):  # a header after 64 blank lines: the first line
-        if line.strip(b"\r"):
+        if line.strip(blank):
             return number + 1
     return 1
 

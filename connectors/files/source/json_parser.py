@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import dataclasses
+import datetime
+import functools
 import io
 import json
 import math
@@ -23,7 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from connectors.files.source.read_spec import JsonSyntax, PatternFor, ReadSpec, no_pattern
-from connectors.files.source.records import Malformed, interleave, null_rows
+from connectors.files.source.records import Malformed, cast_each, interleave, null_rows
+from connectors.files.source.spark_texts import spark_date, spark_decimal, spark_timestamp, spark_timestamp_ntz
 
 
 def _data_lines(block: bytes, skip: int) -> list[tuple[int, str]]:
@@ -75,7 +79,8 @@ class JsonParser:
         if self.encoding.replace("-", "").upper() != "UTF8":
             block = block.decode(self.encoding, errors="replace").encode("utf-8")
         # pyarrow's reader takes NaN and Infinity as numbers: with them off, lines holding them go one by one
-        if self.syntax.non_numeric or not _NON_NUMERIC.search(block):
+        # (and a block starting with a null line crashes it: that one goes line by line, a null line malformed as in Spark)
+        if (self.syntax.non_numeric or not _NON_NUMERIC.search(block)) and not _NULL_FIRST.match(block):
             try:
                 return self._read(block), []
             except pa.ArrowInvalid:
@@ -83,18 +88,26 @@ class JsonParser:
         # Some line is not a JSON object of the schema's types: parse the good ones together.
         good, bad = [], []  # (line number, JSON text, the line)
         for number, line in _data_lines(block, 0):
-            text = line if _is_object(line, self.syntax) else strict_json(line, self.syntax) if self.syntax.lenient else None
+            body = line[1:] if line.startswith("\ufeff") else line  # a byte order mark, as Jackson's skips it
+            is_object = _is_object(body, self.syntax)  # (strict_json may give the line itself: not one, e.g. null)
+            text = body if is_object else strict_json(body, self.syntax) if self.syntax.lenient else None
             if text == "":
                 continue  # nothing but comments: no record, as in Spark
-            ok = text is line or (text is not None and _is_object(text, self.syntax))
+            ok = is_object or (text is not None and _is_object(text, self.syntax))
+            if not ok:  # an array of objects is a record each, and what follows a value is not read, as in Spark
+                elements = object_records(body, self.syntax)
+                if elements is not None:
+                    good.extend((number, element, line) for element in elements)
+                    continue
             (good if ok else bad).append((number, text or line, line))
         texts = [text.encode() for _, text, _ in good]
         table, failed = self._read_each(texts)
         if failed:  # objects that do not read whole: what does, in place
             table = interleave(table, self._partial([texts[i] for i in failed]), failed)
-        # the records in their order: those that are no JSON object as rows of nulls
-        partial = set(failed)
-        records = sorted([(number, row, line if row in partial else None) for row, (number, _, line) in enumerate(good)]
+        # the records in their order: those that are no JSON object as rows of nulls; every record of
+        # an array with one that does not read whole is malformed (Spark's partial results of it)
+        partial = {good[row][0] for row in failed}
+        records = sorted([(number, row, line if number in partial else None) for row, (number, _, line) in enumerate(good)]
                          + [(entry[0], table.num_rows + i, entry[2]) for i, entry in enumerate(bad)])
         order = pa.array([row for _, row, _ in records], pa.int64())
         table = pa.concat_tables([table, null_rows(self.read_schema, len(bad))]).take(order)
@@ -176,6 +189,7 @@ _JSON_NUMBER = re.compile(r"-?0+(?=\d)")  # the sign and leading zeros of a numb
 _JSON_NAME = re.compile(r"([A-Za-z_$][\w$]*)\s*:")  # an unquoted field name, as Jackson's (ASCII)
 _JSON_WORD = re.compile(r"[\w$.+-]+")
 _NON_NUMERIC = re.compile(rb"NaN|Infinity")
+_NULL_FIRST = re.compile(rb"[ \t\r\n]*null")
 _JSON_ERROR_ROW = re.compile(r" in row (\d+)$")  # where pyarrow's json reader found a type it did not expect
 _SIGNED_INFINITY = {"+INF": "Infinity", "+Infinity": "Infinity", "-INF": "-Infinity"}  # Jackson's, as JSON's
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
@@ -287,7 +301,7 @@ def _wire_record(line: str, row: pa.StructType) -> Any:
     ``json`` (C), or, where a value that is not a string goes where a string goes, by :func:`_typed`,
     which keeps the text that value is written as."""
     try:
-        return _in_wire_form(json.loads(line), row)
+        return _in_wire_form(json.loads(line, parse_float=_JsonNumber if _has_decimal(row) else None), row)
     except _NotText:
         value, end = _typed(line, 0, row)
         if _space(line, end) != len(line):
@@ -347,17 +361,38 @@ def document_records(text: str, syntax: JsonSyntax | None = None) -> list[str] |
     return records
 
 
+def line_encoding_problem(encoding: str, line_sep: str | None, multi_line: bool) -> str | None:
+    """Why json lines of ``encoding`` do not read (None if they do): as Spark's JSONOptions, a charset
+    with a byte order mark (UTF-16, UTF-32) reads only with multiLine, and one whose newline is not
+    the byte \\n needs lineSep (Spark asks it of every charset but UTF-8)."""
+    if multi_line:
+        return None
+    if codecs.lookup(encoding).name in ("utf-16", "utf-32"):
+        return (f"the {encoding} encoding (byte order mark) reads only with multiLine=true, as in Spark; "
+                "for json lines name the byte order (e.g. UTF-16LE) and set lineSep")
+    if line_sep is None and "\n".encode(encoding) != b"\n":
+        return f"the {encoding} encoding needs the lineSep option, as in Spark"
+    return None
+
+
+def object_records(text: str, syntax: JsonSyntax) -> list[str] | None:
+    """The records of ``text``, a JSON object or an array of them (Spark reads each as a row, an
+    empty array as none), in strict JSON as written, what follows unread; None if it is neither."""
+    records = document_records(text, syntax)  # (its parser takes NaN and Infinity whatever the syntax)
+    return records if records is not None and all(_is_object(record, syntax) for record in records) else None
+
+
 def _document_records(text: str) -> list[str] | None:
     def space(position: int) -> int:
         return _space(text, position)
 
-    position = space(0)
+    position = space(1 if text.startswith("\ufeff") else 0)  # after a byte order mark
     if position == len(text):
         return []
-    try:
+    try:  # what follows the first document is not read, as Jackson's parser in Spark does not
         if not text.startswith("[", position):
             _, end = _JSON.raw_decode(text, position)
-            return [text[position:end]] if space(end) == len(text) else None
+            return [text[position:end]]
         records, position = [], space(position + 1)
         while not text.startswith("]", position):
             if records:
@@ -367,20 +402,46 @@ def _document_records(text: str) -> list[str] | None:
             _, end = _JSON.raw_decode(text, position)
             records.append(text[position:end])
             position = space(end)
-        return records if space(position + 1) == len(text) else None
+        return records
     except ValueError:
         return None
 
 
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as Spark's json writer puts them
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf,  # as Spark's json writer puts them
+               "+Infinity": math.inf, "+INF": math.inf, "-INF": -math.inf}  # and as its reader takes them too
+
+
+class _JsonNumber(float):
+    """A JSON number with a fraction or an exponent that keeps its text, for a decimal to read exactly."""
+
+    def __new__(cls, text: str) -> _JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+@functools.lru_cache(maxsize=64)
+def _has_decimal(kind: pa.DataType) -> bool:
+    if pa.types.is_decimal(kind):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_has_decimal(field.type) for field in kind)
+    if pa.types.is_map(kind):
+        return _has_decimal(kind.item_type)
+    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and _has_decimal(kind.value_type)
 
 
 def _wire_type(kind: pa.DataType, pattern_for: PatternFor = no_pattern) -> pa.DataType:
     """``kind`` as pyarrow's json reader reads it: every date and binary, and every timestamp with
     a pattern, at any depth, as the JSON string it is written as, and every map as a list of its
-    entries."""
-    if pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pattern_for(kind):
+    entries. Every timestamp is read as a string too (for Spark's lenient texts; that reader also
+    drops a zone where timestamp_ntz goes, which Spark refuses), and a decimal as one of more digits
+    (that reader does not check them; _from_wire does)."""
+    if (pa.types.is_date(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pattern_for(kind)
+            or pa.types.is_timestamp(kind)):
         return pa.string()
+    if pa.types.is_decimal(kind):
+        return pa.decimal128(38, kind.scale) if kind.precision < 38 else pa.decimal256(76, kind.scale)
     if pa.types.is_struct(kind):
         return pa.struct([field.with_type(_wire_type(field.type, pattern_for)) for field in kind])
     if pa.types.is_map(kind):  # which that reader cannot read: as entries (see _in_wire_form)
@@ -402,8 +463,15 @@ def _from_wire(column: pa.Array, kind: pa.DataType, pattern_for: PatternFor = no
         if parsed.null_count != column.null_count:
             raise pa.ArrowInvalid(f"a value does not match the pattern {pattern.pattern!r}")
         return parsed
-    if pa.types.is_date(kind):
-        return column.cast(kind)
+    if pa.types.is_decimal(kind):
+        return column.cast(kind)  # ArrowInvalid where a value has more digits than the precision
+    if pa.types.is_date(kind) or pa.types.is_timestamp(kind):  # Spark's lenient texts where a cast fails
+        convert = (functools.partial(spark_date, days=True) if pa.types.is_date(kind)
+                   else spark_timestamp if kind.tz is not None else spark_timestamp_ntz)
+        converted, bad = cast_each(column, kind, convert)
+        if bad:
+            raise pa.ArrowInvalid(f"{column[bad[0]]} is no {kind}")
+        return converted
     if pa.types.is_struct(kind):
         children = [_from_wire(column.field(i), field.type, pattern_for) for i, field in enumerate(kind)]
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=column.is_null())
@@ -444,6 +512,15 @@ def _in_wire_form(value: Any, kind: pa.DataType) -> Any:
         raise _NotText
     if pa.types.is_floating(kind) and isinstance(value, str):
         return _NON_FINITE.get(value, value)
+    if pa.types.is_decimal(kind) and isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        text = value if isinstance(value, str) else getattr(value, "text", None) or repr(value)
+        exact = spark_decimal(text, kind)  # rounded to the scale; None past the precision: the line is malformed
+        if exact is None:
+            raise ValueError(f"{text} is no {kind}")
+        return str(exact)
+    if (pa.types.is_timestamp(kind) and kind.tz is not None and isinstance(value, int)
+            and not isinstance(value, bool) and -62135596800 <= value <= 253402300799):  # years 1 to 9999
+        return datetime.datetime.fromtimestamp(value, datetime.timezone.utc).isoformat()  # Spark: seconds
     if pa.types.is_map(kind) and isinstance(value, dict):
         return [{"key": k, "value": _in_wire_form(v, kind.item_type)} for k, v in value.items()]
     if pa.types.is_struct(kind) and isinstance(value, dict):

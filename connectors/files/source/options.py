@@ -341,6 +341,12 @@ class FileSourceOptions(AvroReadOptions, Options):
                              "character")
         if self.sep is not None and self.delimiter is not None and self.sep != self.delimiter:
             raise self.error("delimiter", f"conflicts with sep = {self.sep!r}")
+        if self.file_format == "csv":
+            for name, value in (("sep", self.sep), ("delimiter", self.delimiter), ("quote", self.quote),
+                                ("escape", self.escape)):
+                if value is not None and not value.isascii():
+                    raise self.error(name, "not an ASCII character, which pyarrow's csv parser needs (Spark takes any); "
+                                     "convert the files, or read them with spark.read.csv")
         resolve_schema_url(self)
         if self.avro_schema is not None and self.union_prefix is not None:
             from connectors.core import avro  # fastavro: only where Avro is read

@@ -9,7 +9,9 @@ has one), DROPMALFORMED drops it, FAILFAST fails with the file and line.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,12 +44,29 @@ def cast_array(array: pa.Array, target: pa.DataType) -> pa.Array:
     """Cast, reading zone-less timestamp strings as UTC (Spark would use the session zone)."""
     if array.type == target:
         return array
+    zone_less = pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_string(array.type)
+    if zone_less and _zone_less(array):  # first as zone-less text: a cast that fails costs a whole parse
+        try:
+            return array.cast(pa.timestamp(target.unit)).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     try:
         return array.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        if pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_string(array.type):
+        if zone_less:
             return array.cast(pa.timestamp(target.unit)).cast(target)
         raise
+
+
+_ZONED = re.compile(r":[0-9]{2}(?:\.[0-9]*)?(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)$")
+
+
+def _zone_less(array: pa.Array) -> bool:
+    """Whether the first timestamp text of ``array`` has no zone offset (a guess of the others')."""
+    for value in array.slice(0, 64).to_pylist():
+        if value is not None:
+            return _ZONED.search(value) is None
+    return True
 
 
 def cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) -> tuple[pa.Table, list[int]]:
@@ -63,22 +82,42 @@ def cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) ->
             bad.update(pc.indices_nonzero(pc.and_(column.is_valid(), parsed.is_null())).to_pylist())
             columns.append(parsed)
             continue
+        converted, failed = cast_each(column, field.type, lambda text, kind=field.type: spark_text_value(text, kind))
+        bad.update(failed)
+        columns.append(converted)
+    return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
+
+
+_RUN = 512  # values cast together by cast_each, where some value does not cast
+
+
+def cast_each(column: pa.Array, target: pa.DataType, convert: Callable[[str], Any]) -> tuple[pa.Array, list[int]]:
+    """``column`` cast to ``target`` as :func:`cast_array` does, and the indices of the values that
+    do not convert. Runs of values are cast together; in a run that does not cast, each value is cast
+    alone, or where it does not, converted by ``convert`` (Spark's text of it; None if none)."""
+    try:
+        return cast_array(column, target), []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    parts, bad = [], []
+    for start in range(0, len(column), _RUN):
+        run = column.slice(start, _RUN)
         try:
-            columns.append(cast_array(column, field.type))
+            parts.append(cast_array(run, target))
             continue
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
         values = []
-        for row, value in enumerate(column.to_pylist()):
+        for row, value in enumerate(run.to_pylist(), start):
             try:
-                values.append(cast_array(pa.array([value], column.type), field.type)[0].as_py())
+                values.append(cast_array(pa.array([value], column.type), target)[0].as_py())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                as_spark = spark_text_value(value, field.type) if isinstance(value, str) else None
+                as_spark = convert(value) if isinstance(value, str) else None
                 if as_spark is None:
-                    bad.add(row)
+                    bad.append(row)
                 values.append(as_spark)
-        columns.append(pa.array(values, field.type))
-    return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
+        parts.append(pa.array(values, target))
+    return pa.concat_arrays(parts), bad
 
 
 def separated(block: bytes, separator: bytes, fmt: str, encoding: str) -> tuple[bytes, dict[int, str]]:

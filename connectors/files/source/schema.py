@@ -10,6 +10,7 @@ restarts. Inferred schemas are marked in their first field's metadata so the str
 
 from __future__ import annotations
 
+import collections
 import datetime
 import functools
 import io
@@ -53,7 +54,7 @@ from connectors.files.source.csv_parser import (
     literal_escapes,
     white_space_trimmer,
 )
-from connectors.files.source.json_parser import document_records, strict_json
+from connectors.files.source.json_parser import document_records, line_encoding_problem, strict_json
 from connectors.files.source.read_spec import JsonSyntax, ReadSpec
 from connectors.files.source.records import separated
 from connectors.files.source.split_reader import leaf_physical_types, open_parquet
@@ -171,27 +172,29 @@ class SchemaInference:
         # prefersDecimal: a number's digits say its decimal type
         parse = functools.partial(syntax.loads, parse_float=Decimal if config.prefers_decimal else None)
         lines = _line_sample(config)
+        problem = line_encoding_problem(config.encoding, config.line_sep, config.multi_line)
+        if problem:  # rows of nulls otherwise
+            raise OptionError(FORMAT, "encoding", config.encoding, f"cannot read {files[0].path}: {problem}")
         for file in files:
             for line in _sample(file, config, lines).decode(config.encoding, errors="replace").splitlines():
                 if not line.strip():
                     continue
-                try:
-                    record = parse(line)
-                except ValueError:
-                    text = strict_json(line, syntax) if syntax.lenient else None
-                    if text == "":
-                        continue  # only comments
-                    try:
-                        record = None if text is None else parse(text)
-                    except ValueError:
-                        record = None
-                if not isinstance(record, dict):
+                record = _json_record(line[1:] if line.startswith("\ufeff") else line, parse, syntax)  # after a BOM
+                if record is _COMMENTS:
+                    continue
+                # as Spark's compatibleRootType: an array's elements are records, null ones none
+                kind = None if record is _NOT_JSON else _json_type(record, config.primitives_as_string)
+                while isinstance(kind, ArrayType):
+                    kind = kind.elementType
+                if isinstance(kind, NullType):
+                    continue
+                if not isinstance(kind, StructType):
                     if self.config.mode == "FAILFAST":
                         raise OptionError(FORMAT, "path", file.path,
                                           f"cannot infer a schema: a line is not a JSON object: {line[:200]!r}")
                     corrupt = True
                     continue
-                inferred = _wider_json(inferred, _json_type(record, config.primitives_as_string))
+                inferred = _wider_json(inferred, kind)
         canonical = _canonical(inferred, config.drop_field_if_all_null)
         fields = list(canonical.fields) if isinstance(canonical, StructType) else []
         if corrupt and self.config.mode == "PERMISSIVE":
@@ -204,10 +207,13 @@ class SchemaInference:
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
         config = self.config
         sample = _sample(files[0], config)
-        first = header_lines(sample) - 1 if config.header else 0  # the header, or the first line
-        first_line = sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace")
+        # The header, or the line giving the number of columns: the first not blank, Spark's (its
+        # Dataset's trim drops only spaces; multiLine's parser skips only empty lines)
+        blank = b"\r" if config.multi_line else b" \r"
+        first = header_lines(sample, blank) - 1
+        first_line = sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace").removeprefix("\ufeff")
         tokens = header_tokens(first_line, config.separator, config.quote)
-        names = [token or f"_c{i}" for i, token in enumerate(tokens)] if config.header else [f"_c{i}" for i in range(len(tokens))]
+        names = _safe_header(tokens, config.null_value) if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
             return pa.schema([(name, pa.string()) for name in names])
         inference = CsvInference(config)
@@ -217,11 +223,13 @@ class SchemaInference:
                                   config.multi_line or config.line_sep is not None)
         for file in files:  # one fold over every file, as Spark's over a partition of small files
             data = sample if file is files[0] and lines is None else _sample(file, config, lines)
+            if not config.multi_line:  # lines of spaces are dropped, as by Spark's Dataset trim
+                data = re.sub(rb"(?m)^ +(?=\r?$)", b"", data)
             table = pacsv.read_csv(
                 io.BytesIO(escapes(data)),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=header_lines(data) if config.header else 0,
                                                encoding=config.encoding),
-                parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote,
+                parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote != "\0" and config.quote,
                                                  escape_char=config.escape != config.quote and config.escape,
                                                  newlines_in_values=config.multi_line or config.line_sep is not None,
                                                  invalid_row_handler=lambda row: "skip"),
@@ -281,6 +289,34 @@ def _merged(left: DataType, right: DataType) -> DataType:
 
 _MAX_DIGITS = 38  # of a Spark decimal
 _INTEGER_DECIMALS = {IntegerType: DecimalType(10, 0), LongType: DecimalType(20, 0)}  # Spark's DecimalType.forType
+
+
+_NOT_JSON, _COMMENTS = object(), object()
+
+
+def _json_record(line: str, parse: Callable[[str], object], syntax: JsonSyntax) -> object:
+    """The JSON value of a line, as Spark's inference reads it: of the lenient ``syntax``, what
+    follows the first value unread; ``_NOT_JSON`` if it is not JSON, ``_COMMENTS`` if only comments."""
+    try:
+        return parse(line)
+    except ValueError:
+        pass
+    text = strict_json(line, syntax) if syntax.lenient else None
+    if text == "":
+        return _COMMENTS
+    try:
+        if text is not None:
+            return parse(text)
+    except ValueError:
+        pass
+    records = document_records(line, syntax)  # the first value (an array's elements), as written
+    try:
+        values = None if records is None else [parse(record) for record in records]
+    except ValueError:
+        return _NOT_JSON
+    if values is None or not values and not line.lstrip().startswith("["):
+        return _NOT_JSON
+    return values if line.lstrip().startswith("[") else values[0]
 
 
 def _json_type(value: object, primitives_as_string: bool = False) -> DataType:
@@ -454,6 +490,14 @@ class CsvInference:
 
 _NUMBER_RANK = {IntegerType: 0, LongType: 1, DoubleType: 2}
 _LENIENT_DATE_FORMATS = {None, "yyyy-MM-dd", "yyyy-M-d", "yyyy-M-dd", "yyyy-MM-d", "yyyy-MM", "yyyy-M", "yyyy"}
+
+
+def _safe_header(tokens: list[str], null_value: str) -> list[str]:
+    """Column names from a csv header, as Spark's ``makeSafeHeader`` (spark.sql.caseSensitive off):
+    an empty name or nullValue is ``_c`` and its index, a name found again in any case gets its index."""
+    counts = collections.Counter(token.lower() for token in tokens)
+    return [f"_c{i}" if not token or token == null_value else f"{token}{i}" if counts[token.lower()] > 1 else token
+            for i, token in enumerate(tokens)]
 
 
 def _csv_wider(left: DataType, right: DataType) -> DataType | None:

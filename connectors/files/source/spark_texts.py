@@ -17,7 +17,7 @@ import pyarrow as pa
 
 
 _JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # what Java's String.trim drops (Double.parseDouble does)
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")  # any Unicode decimal digits, as Java's Character.digit
 BIG_DECIMAL_TEXT = re.compile(r"[+-]?(?:([0-9]+)\.?([0-9]*)|\.([0-9]+))(?:[eE]([+-]?[0-9]+))?")  # Java's BigDecimal
 _JAVA_DOUBLE_TEXT = re.compile(
     r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?"
@@ -31,6 +31,11 @@ _LENIENT_TIMESTAMP_TEXT = re.compile(
     rf"|T?(?P<time_only>{_TIME}))"
     r"(?: ?(?P<zone>Z|(?:UTC|GMT|UT)?[+-][0-9]{1,2}(?::?[0-9]{2}(?::?[0-9]{2})?)?|[A-Za-z][A-Za-z0-9_+\-/]*))?"
 )
+# Spark's default date parser (DateTimeUtils.stringToDate): a 4 to 7 digit year, maybe cut after the year
+# or the month; after the day, anything that follows a space or a T is ignored.
+_LENIENT_DATE_TEXT = re.compile(r"([+-]?)([0-9]{4,7})(?:-([0-9]{1,2})(?:-([0-9]{1,2})(?:[ T].*)?)?)?", re.DOTALL)
+_DATE_TRIMMED = _JAVA_TRIMMED + "\x7f"  # UTF8String.isWhitespaceOrISOControl, by byte
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _ZONE_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])([0-9]{1,2}):?([0-9]{2})?:?([0-9]{2})?")
 _JAVA_SHORT_ZONE_IDS = {  # java.time.ZoneId.SHORT_IDS, which Spark's parser takes too
     "ACT": "Australia/Darwin", "AET": "Australia/Sydney", "AGT": "America/Argentina/Buenos_Aires",
@@ -102,6 +107,63 @@ def spark_timestamp(text: str) -> datetime.datetime | None:
         return None
 
 
+def spark_timestamp_ntz(text: str) -> datetime.datetime | None:
+    """``text`` as Spark's default timestamp_ntz parser reads it (``stringToTimestampWithoutTimeZone``):
+    the texts :func:`spark_timestamp` takes but a time alone or any zone; None if it reads none."""
+    match = _LENIENT_TIMESTAMP_TEXT.fullmatch(text.strip(_JAVA_TRIMMED))
+    if match is None or match["year"] is None or match["zone"]:
+        return None
+    clock, _, fraction = (match["time"] or "0").partition(".")
+    hour, minute, second = (int(part) for part in (clock.split(":") + ["0", "0"])[:3])
+    try:
+        return datetime.datetime(int(match["year"]), int(match["month"] or 1), int(match["day"] or 1),
+                                 hour, minute, second, int(fraction[:6].ljust(6, "0")))
+    except ValueError:  # out of range: 2024-02-30, 25:00, year 0 or past 9999
+        return None
+
+
+def _epoch_day(year: int, month: int, day: int) -> int | None:
+    """Days from 1970-01-01 to a proleptic Gregorian date of any year; None if there is no such date."""
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (1 <= month <= 12 and 1 <= day <= _MONTH_DAYS[month - 1] + (leap and month == 2)):
+        return None
+    year -= month <= 2
+    era, year_of_era = divmod(year, 400)
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year - 719468
+
+
+def spark_date(text: str, days: bool = False) -> int | None:
+    """``text`` as Spark's csv and json readers read a date without dateFormat, in days from
+    1970-01-01: their fallback ``DateTimeUtils.stringToDate`` (``2024``, ``2024-1``, ``2024-01-15
+    10:00``, ``+2024-01-15T``), after dropping ``GMT`` (``cleanLegacyTimestampStr``). ``days``
+    (json): else a number of days, as Spark 1.5 wrote dates. None if it reads none."""
+    match = _LENIENT_DATE_TEXT.fullmatch(text.replace("GMT", "").strip(_DATE_TRIMMED))
+    if match is not None:
+        sign, year, month, day = match.groups()
+        return _epoch_day(-int(year) if sign == "-" else int(year), int(month or 1), int(day or 1))
+    if days and _INTEGER_TEXT.fullmatch(text):
+        value = int(text)  # Julian days before 1582-10-15, which Spark rebases: not read here
+        return value if -141427 <= value < 2 ** 31 else None
+    return None
+
+
+def spark_decimal(text: str, kind: pa.DataType) -> decimal.Decimal | None:
+    """``text`` as Spark's csv and json readers read a decimal(p, s): Java's ``BigDecimal`` of it without
+    its commas (Spark's parser of the default locale), rounded HALF_UP to the scale; None if it is no
+    number or has more digits than the precision after rounding."""
+    match = BIG_DECIMAL_TEXT.fullmatch(text.replace(",", ""))
+    if match is None:
+        return None
+    value = decimal.Decimal(match.group())
+    whole_digits = kind.precision - kind.scale
+    if value and value.adjusted() >= whole_digits:
+        return None
+    with decimal.localcontext(decimal.Context(prec=kind.precision + 2, Emin=-decimal.MAX_EMAX)):
+        value = value.quantize(decimal.Decimal(1).scaleb(-kind.scale), rounding=decimal.ROUND_HALF_UP)
+    return None if value and value.adjusted() >= whole_digits else value
+
+
 def spark_text_value(text: str, kind: pa.DataType) -> Any:
     """A csv value pyarrow did not convert to ``kind``, as Spark's csv reader reads it; None if it
     reads none."""
@@ -112,9 +174,11 @@ def spark_text_value(text: str, kind: pa.DataType) -> Any:
     elif pa.types.is_boolean(kind):
         value = {"true": True, "false": False}.get(text.lower())
     elif pa.types.is_decimal(kind):
-        value = decimal.Decimal(text) if BIG_DECIMAL_TEXT.fullmatch(text) else None
-    elif pa.types.is_timestamp(kind) and kind.tz is not None:  # timestamp_ntz: Spark takes no zone
-        value = spark_timestamp(text)
+        value = spark_decimal(text, kind)
+    elif pa.types.is_date(kind):
+        return spark_date(text)  # days, which pa.array takes for a date (of years Python's date has not too)
+    elif pa.types.is_timestamp(kind):
+        value = spark_timestamp(text) if kind.tz is not None else spark_timestamp_ntz(text)
     else:
         value = None
     try:

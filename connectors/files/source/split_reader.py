@@ -28,8 +28,8 @@ from connectors.files.source import partitions
 from connectors.files.source.compression import CORRUPT_ERRORS, codec_of, decompressing
 from connectors.files.source.rebase import FileCalendar, Fix, fixed
 
-from connectors.files.source.csv_parser import CsvParser
-from connectors.files.source.json_parser import JsonParser, document_records
+from connectors.files.source.csv_parser import CsvParser, whitespace_records_blanked
+from connectors.files.source.json_parser import JsonParser, document_records, line_encoding_problem
 from connectors.files.source.read_spec import ReadSpec
 from connectors.files.source.records import (
     CsvRecordError,
@@ -233,6 +233,11 @@ class SplitReader:
             if self.spec.multi_line or self.spec.whole_text:
                 yield from self._document(b"".join(chunks))
                 return
+            problem = (line_encoding_problem(self.spec.encoding, self.spec.line_sep, False)
+                       if self.spec.file_format == "json" else None)
+            if problem:  # rows of nulls otherwise
+                raise ValueError(f"connectors.files: cannot read {self.split.path}: option 'encoding' = "
+                                 f"{self.spec.encoding!r}: {problem}")
             parser = PARSERS[self.spec.file_format](self.spec)
             separator = self.spec.line_sep.encode(self.spec.encoding) if self.spec.line_sep else b"\n"
             # csv and json blocks are made newline-separated; text splits on the separator itself
@@ -241,6 +246,8 @@ class SplitReader:
             for block in _line_blocks(chunks, separator):
                 changed: dict[int, str] = {}
                 if ends != separator:
+                    if self.spec.file_format == "csv":  # Spark's line reader drops whitespace-only records
+                        block = whitespace_records_blanked(block, separator)
                     block, changed = separated(block, separator, self.spec.file_format, self.spec.encoding)
                 try:
                     table, bad = parser.parse(block, line == 0 and self.split.start == 0)
@@ -270,11 +277,14 @@ class SplitReader:
         else:
             text = data.decode(self.spec.encoding, errors="replace")
             records = document_records(text, self.spec.json_syntax)
-            if records is None:
+            # as Spark's: a document (or an array of them) of anything but objects is one malformed record, the file's text
+            if records is None or not all(record.startswith("{") for record in records):
                 table, bad = null_rows(self.spec.data_schema, 1), [Malformed(1, text, 0)]
             else:
                 lines = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
                 table, bad = JsonParser(dataclasses.replace(self.spec, encoding="UTF-8")).parse(lines, True)
+                if bad:  # every record of a document with one malformed is (Spark's partial results), as the file's text
+                    bad = [Malformed(1, text, row) for row in range(table.num_rows)]
         yield from self._rows(table, bad, 0)
 
     def _decompressed(self, stream: BinaryIO) -> Iterator[bytes]:
