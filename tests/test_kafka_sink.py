@@ -476,6 +476,43 @@ def test_replay_with_other_partitioning_fails_and_writes_nothing(spark, kafka_bo
     assert values(consume(kafka_bootstrap, topic)) == list(range(1000))
 
 
+def test_a_replay_that_lost_a_partition_fails_instead_of_duplicating_silently(spark, kafka_bootstrap, unique,
+                                                                              monkeypatch):
+    """Batch 5 committed, then the driver died before Spark's commit log, and the batch runs again
+    with one partition instead of two (a source's partition count, a repartition changed before the
+    restart). Partition 0 begins with the records it committed (their digest matches), skips them and
+    writes partition 1's again; no task sees partition 1 gone, so the commit must: at a batch a task
+    found partly committed, and at the first commit after a query start."""
+    from connectors.kafka.sink import recovery
+
+    def values_of(df):
+        return df.selectExpr("cast(id as string) as value")
+
+    topic = create_topic(kafka_bootstrap, unique)
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    sink(values_of(spark.range(0, 100, 1, 2)), 5)  # partition 0: 0..49, partition 1: 50..99
+    for _ in range(2):  # and every time the batch runs again, until someone looks
+        with pytest.raises(KafkaSinkError, match=r"batch 5 was re-executed with 1 Spark partitions, but in an "
+                                                 r"earlier attempt partition 1 committed 50 records of it"):
+            sink(values_of(spark.range(0, 100, 1, 1)), 5)
+    assert values(consume(kafka_bootstrap, topic)) == sorted([*range(100), *range(50, 100)])
+
+    # Partition 0 was empty, so it committed no progress: no task of the replay skips anything,
+    # and only the query start (here: this process planned no batch of the sink for a minute) tells.
+    topic = create_topic(kafka_bootstrap, f"{unique}-b")
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=f"{unique}-b"))
+    sink(values_of(spark.range(0, 100, 1, 2).where("id >= 50")), 5)  # partition 0 empty, 1: 50..99
+    assert progress_of(kafka_bootstrap, f"{unique}-b-0") is None
+    monkeypatch.setattr(recovery, "_planned", {})
+    with pytest.raises(KafkaSinkError, match=f"partition 1 committed 50 records of it .* --delete --group "
+                                             f"{unique}-b-1\\)"):
+        sink(values_of(spark.range(50, 100, 1, 1)), 5)
+    # A later batch with fewer partitions is no replay: partition 1's progress is of batch 5.
+    monkeypatch.setattr(recovery, "_planned", {})
+    sink(values_of(spark.range(100, 200, 1, 1)), 6)
+    assert values(consume(kafka_bootstrap, topic)) == sorted([*range(50, 100), *range(50, 200)])
+
+
 # --- failures ----------------------------------------------------------------------------------
 
 

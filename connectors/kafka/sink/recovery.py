@@ -27,6 +27,10 @@ every micro-batch, in a driver-side Python worker that lives as long as it is us
 :data:`RESTART_GAP_S`: at the first batch of a query in a new application, after a restart in
 the same one a minute or more after its last batch, and before each batch of a query triggered
 less often (whose executors' Python workers, which keep the producers, have stopped meanwhile).
+
+**Partitions a replay no longer has.** Each task checks the records it skips against its own
+partition's progress, but no task sees a partition that is gone: :func:`check_moved` does, at a
+batch's commit on the driver (see there).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from confluent_kafka.admin import AdminClient
 from connectors.core.checkpoint import read_checkpoint
 from connectors.kafka import FORMAT
 from connectors.kafka.config import with_logger
-from connectors.kafka.sink.exactly_once import transactional_id
+from connectors.kafka.sink.exactly_once import PartitionProgress, Progress, transactional_id
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import KafkaSinkError, describe, producer_settings
 
@@ -53,6 +57,12 @@ RESTART_GAP_S = 60.0  # as long as Spark keeps an idle Python worker
 RERUN_AGE_S = 60.0
 _PARALLEL = 16  # ids initialized at once: each is a producer with its own connections and threads
 _planned: dict[tuple, float] = {}  # (cluster, prefix) -> when this process last planned a batch of it
+# (cluster, prefix) -> the progress groups on_query_start listed, until a commit checks them (check_moved)
+_unchecked: dict[tuple, set[int]] = {}
+
+
+def _sink_key(options: KafkaSinkOptions) -> tuple:
+    return options.client_settings()["bootstrap.servers"], options.transactional_id_prefix
 
 
 def on_query_start(options: KafkaSinkOptions, spark_options: Mapping[str, str]) -> None:
@@ -60,7 +70,7 @@ def on_query_start(options: KafkaSinkOptions, spark_options: Mapping[str, str]) 
     checkpoint, then :func:`abort_lingering`. A no-op within :data:`RESTART_GAP_S` of the last call
     for the same sink: it fences the producers the executors keep, so running it for every batch
     would cost each task a new producer."""
-    key = (options.client_settings()["bootstrap.servers"], options.transactional_id_prefix)
+    key = _sink_key(options)
     now = time.monotonic()
     last = _planned.get(key)
     if last is not None and now - last < RESTART_GAP_S:
@@ -72,6 +82,7 @@ def on_query_start(options: KafkaSinkOptions, spark_options: Mapping[str, str]) 
         check_replay(options, checkpoint, groups)
     abort_lingering(options, groups)
     _planned[key] = now
+    _unchecked[key] = groups
 
 
 def progress_partitions(options: KafkaSinkOptions) -> set[int]:
@@ -112,6 +123,57 @@ def check_replay(options: KafkaSinkOptions, checkpoint: str, groups: set[int]) -
         f"duplicate them. If batch {pending}'s records are not in the topic, or duplicates are acceptable, delete "
         f"{checkpoint.rstrip('/')}/offsets/{pending} (Spark plans the batch anew) and restart. Keep "
         "offsets.retention.minutes above the longest stop of a query")
+
+
+def check_moved(options: KafkaSinkOptions, run: str, batch: int, partitions: int, replayed: bool) -> None:
+    """Fail batch ``batch`` of ``run``, now written by ``partitions`` tasks, when a Spark partition
+    it no longer has committed records of it in an earlier attempt.
+
+    A re-executed batch whose partition count shrank (the source's partition count or a
+    repartition changed before the restart) brings the records a partition ``p >= partitions``
+    committed in the other partitions, after the records those committed: each of those tasks
+    finds its own committed records first (their digest matches), skips them and writes the rest,
+    so ``p``'s records are in Kafka twice by now. The batch fails, every time it runs, instead of
+    passing silently. Listing consumer groups asks every broker, so this runs only at the first
+    commit after :func:`on_query_start` listed them in this process (a restart) and at a batch a
+    task found partly committed (``replayed``, a restart within :data:`RESTART_GAP_S`).
+    """
+    key = _sink_key(options)
+    groups = _unchecked.pop(key, None)
+    if groups is None:
+        if not replayed:
+            return
+        groups = progress_partitions(options)
+    gone = sorted(p for p in groups if p >= partitions)
+    if not gone:
+        return
+    prefix, timeout = options.transactional_id_prefix, options.request_timeout.total_seconds()
+    assert prefix is not None
+
+    def read(partition: int) -> Progress | None:
+        progress = PartitionProgress(options.client_settings(), transactional_id(prefix, partition),
+                                     options.progress_topic, timeout)
+        try:
+            return progress.read()
+        finally:
+            progress.close()
+
+    with ThreadPoolExecutor(min(_PARALLEL, len(gone))) as pool:
+        progress = dict(zip(gone, pool.map(read, gone)))
+    moved = {p: found.records for p, found in progress.items()
+             if found is not None and found.run == run and found.batch == batch}  # fmt: skip
+    if moved:
+        details = " and ".join(f"partition {p} committed {records}" for p, records in moved.items())
+        groups_named = " ".join(f"--group {transactional_id(prefix, p)}" for p in moved)
+        raise KafkaSinkError(
+            f"batch {batch} was re-executed with {partitions} Spark partitions, but in an earlier attempt {details} "
+            f"records of it (progress of consumer groups '{prefix}-<partition>' on progressTopic "
+            f"'{options.progress_topic}'): those records are now in the other partitions, after the records those "
+            "committed, and were written again, so the sink's topic holds them twice. Exactly-once needs a "
+            "re-executed batch to keep its partitions (it does not when the source's partition count or a "
+            "repartition changed before the restart; see docs/kafka-sink.md#replays). The batch fails each time it "
+            f"runs until those groups are deleted (kafka-consumer-groups.sh --delete {groups_named}), after the "
+            "topic is checked")
 
 
 def abort_lingering(options: KafkaSinkOptions, groups: set[int], partitions: int = 0) -> list[str]:

@@ -13,7 +13,8 @@ Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink.r
   producer's own retries may duplicate records.
 
 Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
-``commit()`` only reports. Before an exactly-once query's first tasks, the driver aborts the
+``commit()`` reports, and for exactly-once fails a re-executed batch whose records moved from a
+partition it no longer has (:func:`connectors.kafka.sink.recovery.check_moved`). Before an exactly-once query's first tasks, the driver aborts the
 transactions earlier runs left open and refuses to re-run a batch whose progress expired
 (:mod:`connectors.kafka.sink.recovery`). Producers are kept in the Python worker between tasks
 (``producerCacheSize``, see :mod:`connectors.kafka.sink.producer`).
@@ -42,7 +43,7 @@ from connectors.kafka.sink.exactly_once import SINK_RUN, WorkUnit, write_exactly
 from connectors.kafka.sink.options import KafkaSinkOptions
 from connectors.kafka.sink.producer import cached_producer, check_cluster
 from connectors.kafka.sink.records import RecordLayout
-from connectors.kafka.sink.recovery import on_query_start
+from connectors.kafka.sink.recovery import check_moved, on_query_start
 from connectors.testing.faults import fault_point
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class KafkaCommitMessage(WriterCommitMessage):
     partition: int
     records: int
     skipped: int = 0  # exactly-once: records an earlier attempt of this (run, batch, partition) committed
+    run: str | None = None  # exactly-once: the run the progress is keyed by (see WorkUnit)
 
 
 def _encoder(config: KafkaSinkOptions, schema: StructType) -> RecordEncoder | None:
@@ -115,7 +117,7 @@ class _KafkaWrite:
             run = self.run if self.run is not None else task.query_id or SINK_RUN
             unit = WorkUnit(run, task.batch_id or 0, task.partition_id)
             records, skipped = write_exactly_once(self.config, self.layout, iterator, unit)
-            return KafkaCommitMessage(task.partition_id, records, skipped)
+            return KafkaCommitMessage(task.partition_id, records, skipped, run)
         with cached_producer(self.config) as producer:
             records = producer.produce(iterator, self.layout)
             producer.flush()
@@ -140,6 +142,9 @@ class KafkaBatchWriter(_KafkaWrite, DataSourceArrowWriter):
 class KafkaStreamWriter(_KafkaWrite, DataSourceStreamArrowWriter):
     def commit(self, messages: list[KafkaCommitMessage | None], batchId: int) -> None:
         fault_point("kafka.commit.before", self.config.transactional_id_prefix or self.config.topic)
+        done = [m for m in messages if m is not None]
+        if self.config.exactly_once and done and done[0].run is not None:
+            check_moved(self.config, done[0].run, batchId, len(messages), any(m.skipped for m in done))
         self._report(messages, f"batch {batchId} committed")
         fault_point("kafka.commit.after", self.config.transactional_id_prefix or self.config.topic)
 
