@@ -927,6 +927,25 @@ def test_exactly_once_survives_sigkill(crash_harness, kafka_bootstrap, unique):
 
 
 @pytest.mark.crash
+def test_a_restart_with_fewer_partitions_fails_the_batch_it_wrote_twice(crash_harness, kafka_bootstrap, unique):
+    """Killed after batch 0's two tasks committed and before Spark's commit log, then restarted with
+    a coalesce(1) added: partition 0 now holds its 1000 committed records followed by partition 1's,
+    skips its own and writes partition 1's again. The query must fail and say so; it used to finish
+    with 1000 records twice and no error."""
+    topic = create_topic(kafka_bootstrap, unique)
+    harness = crash_harness("jobs.kafka_sink:numbers_to_kafka", end=3999, rows_per_batch=2000,
+                            options=sink_options(kafka_bootstrap, topic, "exactly-once", prefix=unique))
+    harness.kill_at("kafka.commit.before:1")
+    assert values(consume(kafka_bootstrap, topic)) == list(range(2000))
+    harness.args["coalesce"] = 1
+    number, run = harness.restart()
+    assert run.exit_code != 0
+    assert ("batch 0 was re-executed with 1 Spark partitions, but in an earlier attempt partition 1 committed 1000 "
+            "records of it") in harness.log(number).read_text()
+    assert values(consume(kafka_bootstrap, topic)) == sorted([*range(2000), *range(1000, 2000)])
+
+
+@pytest.mark.crash
 def test_packed_kafka_source_into_exactly_once_sink_survives_a_kill_at_each_step(crash_harness, kafka_bootstrap,
                                                                                   unique):
     """Four Kafka partitions per micro-batch read by one task and written in one transaction,

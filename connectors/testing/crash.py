@@ -86,6 +86,7 @@ class CrashHarness:
         self.checkpoint = self.workdir / "checkpoint"
         self.signals = self.workdir / "signals"
         self.signals.mkdir(parents=True, exist_ok=True)
+        self._numbers = itertools.count()  # of the runs of run_faults, kill_at and restart
 
     def run(
         self,
@@ -114,7 +115,7 @@ class CrashHarness:
         final = self._run_once(kills, None, rng, random_window, action)
         runs.append(final)
         if final.exit_code != 0:
-            raise AssertionError(f"final run exited with {final.exit_code}; see {self._log(kills)}")
+            raise AssertionError(f"final run exited with {final.exit_code}; see {self.log(kills)}")
         return CrashReport(runs)
 
     def run_faults(self, points: Sequence[str], check: Callable[[str], None] | None = None) -> CrashReport:
@@ -128,23 +129,33 @@ class CrashHarness:
         not dawdle): the points decide the moment.
         """
         armed = [faults.parse(spec) for spec in points]  # a typo fails here, before any child starts
-        runs, numbers = [], itertools.count()
+        runs = []
         for fault in armed:
-            number, run = self._run_fault(numbers, str(fault), died=lambda run: run.fault is None)
-            runs.append(run)
-            if run.fault is None or not run.killed:
-                raise AssertionError(f"fault point {fault} did not fire: run {number} exited with {run.exit_code}; "
-                                     f"see {self._log(number)}")
-            if fault.names and run.fault["held"] != sorted(fault.names):
-                raise AssertionError(f"fault point {fault}: only {run.fault['held']} got there within "
-                                     f"{faults.HOLD_SECONDS:.0f} s; see {self._log(number)}")
+            runs.append(self.kill_at(fault))
             if check is not None:
                 check(str(fault))
-        number, final = self._run_fault(numbers, "", died=lambda run: run.exit_code != 0)
+        number, final = self.restart()
         runs.append(final)
         if final.exit_code != 0:
-            raise AssertionError(f"final run exited with {final.exit_code}; see {self._log(number)}")
+            raise AssertionError(f"final run exited with {final.exit_code}; see {self.log(number)}")
         return CrashReport(runs)
+
+    def kill_at(self, point: str | faults.Fault) -> RunRecord:
+        """One run killed at fault point ``point`` (see :meth:`run_faults`), and nothing after it:
+        a test may change ``args`` before :meth:`restart`, as a user may change a query."""
+        fault = faults.parse(point) if isinstance(point, str) else point
+        number, run = self._run_fault(self._numbers, str(fault), died=lambda run: run.fault is None)
+        if run.fault is None or not run.killed:
+            raise AssertionError(f"fault point {fault} did not fire: run {number} exited with {run.exit_code}; "
+                                 f"see {self.log(number)}")
+        if fault.names and run.fault["held"] != sorted(fault.names):
+            raise AssertionError(f"fault point {fault}: only {run.fault['held']} got there within "
+                                 f"{faults.HOLD_SECONDS:.0f} s; see {self.log(number)}")
+        return run
+
+    def restart(self) -> tuple[int, RunRecord]:
+        """One run to its end, however it ends: its number (see :meth:`log`) and its record."""
+        return self._run_fault(self._numbers, "", died=lambda run: run.exit_code != 0)
 
     def _run_fault(self, numbers: Iterator[int], fault: str, died: Callable[[RunRecord], bool]) -> tuple[int, RunRecord]:
         """One run armed with ``fault`` (or none: ""), started once more if it ``died`` of
@@ -161,7 +172,7 @@ class CrashHarness:
         collection, expected 6"), not at its fault point. Seen in the Kafka fault-point test in
         full test runs only, never alone; its cause is not known (docs/guarantees.md). A user
         restarts such a query from its checkpoint; so does the harness, once, and says so."""
-        text = self._log(number).read_text(errors="replace")
+        text = self.log(number).read_text(errors="replace")
         race = re.search(r"Task serialization failed: java\.lang\.IllegalStateException: Illegal size \d+ of "
                          r"collection, expected \d+", text)
         if race:
@@ -169,7 +180,8 @@ class CrashHarness:
                   "running it again", file=sys.stderr)
         return race is not None
 
-    def _log(self, number: int) -> Path:
+    def log(self, number: int) -> Path:
+        """The output of run ``number``."""
         return self.workdir / f"run-{number}.log"
 
     def _events(self, number: int) -> Path:
@@ -195,7 +207,7 @@ class CrashHarness:
         spec = json.dumps({"job": self.job, "args": self.args, "checkpoint": str(self.checkpoint),
                            "events": str(self._events(number)), "master": self.spark_master})
         started = time.monotonic()
-        with open(self._log(number), "w") as log:
+        with open(self.log(number), "w") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "connectors.testing.crash", spec],
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,

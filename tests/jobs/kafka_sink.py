@@ -21,8 +21,9 @@ def _records(df, *extra: str):
 _PADDING = "repeat('x', 1000) as padding"  # ignored by the sink, like any extra column
 
 
-def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="format"):
-    """Crash-harness job: numbers 0..end -> Kafka, through the format or the KafkaSink callable."""
+def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="format", coalesce=None):
+    """Crash-harness job: numbers 0..end -> Kafka, through the format or the KafkaSink callable;
+    the source's two partitions ``coalesce``d into fewer when given."""
     from connectors.kafka import KafkaSink
 
     df = (
@@ -31,6 +32,8 @@ def numbers_to_kafka(spark, checkpoint, options, end, rows_per_batch, via="forma
         .load()
     )
     records = _records(mark_batches(df))
+    if coalesce is not None:
+        records = records.coalesce(coalesce)
     if via == "format":
         writer = records.writeStream.format("connectors.kafka").options(**options)
     else:
