@@ -521,6 +521,53 @@ def test_json_lines_of_a_charset_with_a_byte_order_mark_fail_as_in_spark(spark, 
 
 
 @pytest.mark.parametrize("fmt, content, options, schema", [
+    # UTF-16 and UTF-32 with lineSep (the byte order named) or multiLine: header, inference, a typed schema
+    ("csv", "h,n\n1,é\n2,x\n".encode("utf-16-be"), {"encoding": "UTF-16BE", "lineSep": "\n", "header": "true",
+                                                 "inferSchema": "true"}, None),
+    ("csv", "h,n\r\n1,2\r\n".encode("utf-16-le"), {"encoding": "UTF-16LE", "lineSep": "\r\n", "header": "true",
+                                                "inferSchema": "true"}, None),
+    ("csv", "a,b\n1,2\nx,\u00e9\n".encode("utf-16-le"), {"encoding": "UTF-16LE", "lineSep": "\n"},
+     "a int, b string, _corrupt_record string"),
+    ("csv", "h,n\n1,é\n".encode("utf-16"), {"encoding": "UTF-16", "multiLine": "true", "header": "true",
+                                          "inferSchema": "true"}, None),
+    ("csv", "h,n\n1,é\n".encode("utf-32"), {"encoding": "UTF-32", "multiLine": "true", "header": "true"}, None),
+    # bytes that are no UTF-8 read as U+FFFD
+    ("csv", b"n\xe9,1\nx,2\n", {}, None),
+    ("csv", b"n\xe9,1\nx,2\n", {"inferSchema": "true"}, None),
+    ("csv", b"h\xe9,n\n1,x\xff\n", {"header": "true"}, None),
+    ("csv", b"1,n\xe9\n2,3\n", {}, "a int, b int, _corrupt_record string"),
+    # a lineSep without \r makes \r data, in a value and in a header name
+    ("csv", b"a,b\r\n \r\nc\rd,e\r\n", {"lineSep": "\n"}, None),
+    ("csv", b"a,b\r\n1,2\r\n3,4\r\n", {"lineSep": "\n", "header": "true", "inferSchema": "true"}, None),
+    ("csv", b"a,1\r\nb,2\n", {"lineSep": "\n"}, "a string, b int, _corrupt_record string"),
+    ("csv", b"a\rx,b,c\na\rx\n1,2\r\n", {"lineSep": "\n"}, "a string, b string, _corrupt_record string"),
+    ("csv", b"a,1\r|b,2|", {"lineSep": "|"}, None),
+    ("json", '{"a":"x"}\n{"a":"\u00e9"}\n'.encode("utf-16-le"), {"encoding": "UTF-16LE", "lineSep": "\n"}, None),
+    ("json", '{"a":"x"}\r\n{"a":2}\r\n'.encode("utf-16-be"), {"encoding": "UTF-16BE", "lineSep": "\r\n"}, "a string"),
+])  # fmt: skip
+def test_encodings_and_line_ends_read_as_spark_does(spark, tmp_path, fmt, content, options, schema):
+    (tmp_path / f"a.{fmt}").write_bytes(content)
+    assert _same_rows(spark, fmt, tmp_path / f"a.{fmt}", schema, **options)
+
+
+@pytest.mark.parametrize("content, options", [
+    ("a,b\n1,2\n".encode("utf-16"), {"encoding": "UTF-16"}),
+    ("a,b\n1,2\n".encode("utf-16"), {"encoding": "UTF-16", "lineSep": "\n"}),
+    ("a,b\n1,2\n".encode("utf-32"), {"encoding": "UTF-32", "lineSep": "\n"}),
+    ("a,b\n1,2\n".encode("utf-16-le"), {"encoding": "UTF-16LE"}),
+])  # fmt: skip
+def test_csv_lines_spark_misreads_in_a_wide_charset_fail_at_the_start(spark, tmp_path, content, options):
+    """Spark's line reader cuts these at the byte \\n (or at lineSep's bytes with a byte order mark): rows of
+    halved characters, or lines lost. Ours fails before reading, naming the option."""
+    (tmp_path / "a.csv").write_bytes(content)
+    reader = spark.read.format("connectors.files").option("fileFormat", "csv").options(**options)
+    with pytest.raises(Exception, match=f"option 'encoding' = '{options['encoding']}'"):
+        reader.schema("a string, b string").load(str(tmp_path)).collect()
+    theirs = sorted(map(str, spark.read.options(**options).csv(str(tmp_path)).collect()))
+    assert theirs != ["Row(_c0='1', _c1='2')", "Row(_c0='a', _c1='b')"]
+
+
+@pytest.mark.parametrize("fmt, content, options, schema", [
     ("text", "1abc2\nx abc3abc", {"lineSep": "abc"}, None),
     ("text", "1\r\n2\n3\r\n4\r", {"lineSep": "\r\n"}, None),
     # a record's newlines are whitespace between tokens, but no string holds one: that one is malformed

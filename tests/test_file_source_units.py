@@ -40,7 +40,7 @@ from connectors.core.spark_compat import (
 )
 from connectors.files import partition_directories
 from connectors.files.datetime_patterns import DateTimePattern
-from connectors.files.source import partitions
+from connectors.files.source import partitions, split_reader
 from connectors.files.source.compression import CODECS
 from connectors.files.source.csv_parser import white_space_trimmer
 from connectors.files.source.json_parser import strict_json
@@ -391,6 +391,24 @@ def test_line_separator_splits_records_and_keeps_the_malformed_text(tmp_path, fm
     cfg = config(fileFormat=fmt, lineSep=line_sep, maxPartitionBytes="4")
     assert [len(p.splits) for p in plan([status(path)], cfg, cores=2)] == [1]  # not cut: read whole
     assert read_all(str(path), schema, fileFormat=fmt, lineSep=line_sep, maxPartitionBytes="4") == expected
+
+
+@pytest.mark.parametrize("fmt, encoding", [("csv", "utf-16-be"), ("json", "utf-16-le"), ("csv", "utf-32-le")])
+def test_wide_charset_files_read_whole_in_blocks_that_halve_characters(tmp_path, monkeypatch, fmt, encoding):
+    """A UTF-16/32 file is decoded as its blocks come, so a block's end inside a character or a line
+    loses neither; \u0a41\u0100 holds the bytes of \\n, a code unit off."""
+    monkeypatch.setattr(split_reader, "BLOCK_BYTES", 7)
+    values = [f"\u0a41\u0100{i}é" for i in range(50)]
+    lines = [json.dumps({"b": v}, ensure_ascii=False) if fmt == "json" else f"{i},{v}" for i, v in enumerate(values)]
+    path = tmp_path / f"a.{fmt}"
+    tail = b"\x00" if fmt == "csv" else b""  # a last character cut short: U+FFFD
+    path.write_bytes("\n".join(lines).encode(encoding) + tail)
+    schema = StructType([StructField("b", StringType())] if fmt == "json" else
+                        [StructField("a", StringType()), StructField("b", StringType())])
+    options = {"fileFormat": fmt, "encoding": encoding, "lineSep": "\n", "maxPartitionBytes": "16"}
+    assert [len(p.splits) for p in plan([status(path)], config(**options), cores=2)] == [1]  # not cut: read whole
+    rows = read_all(str(path), schema, **options)
+    assert [row["b"] for row in rows] == [*values[:-1], values[-1] + ("\ufffd" if tail else "")]
 
 
 @pytest.mark.parametrize("text, allow, expected", [

@@ -9,6 +9,7 @@ space around values (``white_space_trimmer``), comments, headers.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
 import io
@@ -30,6 +31,9 @@ class CsvParser:
         self.schema = spec.data_schema
         # with lineSep a record's newlines can only be inside quotes: records may span lines
         self.spanning = spec.multi_line or spec.line_sep is not None
+        # a lineSep without \r makes \r data, as in Spark, where pyarrow ends a line at it
+        self.cr_data = spec.line_sep is not None and "\r" not in spec.line_sep
+        self.special = spec.separator + spec.quote + spec.escape + (spec.comment or "")
         self.parse_options = dict(
             # escape = quote: RFC 4180's doubled quote, which double_quote reads
             # quote \0 turns quoting off, as in Spark
@@ -66,12 +70,15 @@ class CsvParser:
         # only when a block goes the slow path.
         self.blank_lines = not spec.multi_line
         self.blank_lines_first = self.blank_lines and (len(self.schema) == 1 or spec.separator <= " ")
+        self.utf8 = codecs.lookup(spec.encoding).name == "utf-8"
 
-    def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed]) -> pa.Table:
+    def _read(self, block: bytes, skip: int, types: dict, bad: list[Malformed], cr: str | None) -> pa.Table:
+        """``cr``: the stand-in for \r in ``block`` (see ``cr_stand_in``), made \r again in the text read."""
         too_wide = []  # pyarrow drops what the handler raises: records past maxColumns, failed after
 
         def invalid(row) -> str:
-            malformed = Malformed(row.number or 0, row.text, columns=row.actual_columns)
+            text = row.text if cr is None else row.text.replace(cr, "\r")
+            malformed = Malformed(row.number or 0, text, columns=row.actual_columns)
             (too_wide if row.actual_columns > self.spec.max_columns else bad).append(malformed)
             return "skip"
 
@@ -87,6 +94,9 @@ class CsvParser:
                 quoted_strings_can_be_null=False, true_values=_TRUE, false_values=_FALSE,
             ),
         )
+        if cr is not None:
+            table = pa.Table.from_arrays([pc.replace_substring(column, cr, "\r") if pa.types.is_string(column.type)
+                                          else column for column in table.columns], schema=table.schema)
         if too_wide or (table.num_rows and len(self.schema) > self.spec.max_columns):  # Spark's parser fails, any mode
             record = repr(too_wide[0].text[:200]) if too_wide else f"{len(self.schema)} values (the schema's columns)"
             raise CsvRecordError(f"a record has more values than maxColumns = {self.spec.max_columns}: {record}")
@@ -101,7 +111,8 @@ class CsvParser:
     def _check_header(self, line: str) -> None:
         """enforceSchema=false: the header names the schema's columns, in order, in any case (Spark's
         CSVHeaderChecker, spark.sql.caseSensitive off)."""
-        header, names = header_tokens(line.removeprefix("\ufeff"), self.spec.separator, self.spec.quote), self.schema.names
+        header, names = header_tokens(line.removeprefix("\ufeff"), self.spec.separator, self.spec.quote,
+                                       self.cr_data), self.schema.names
         if len(header) != len(names):
             raise CsvRecordError(f"the header has {len(header)} columns, the schema {len(names)} (enforceSchema=false)."
                                  f" Header: {', '.join(header)}; schema: {', '.join(names)}")
@@ -173,6 +184,7 @@ class CsvParser:
         if skip and not self.spec.enforce_schema:
             self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
         block = self.literal_escapes(block)
+        block, cr = cr_stand_in(block, self.special) if self.cr_data else (block, None)
         if block.endswith(self.separator_byte):  # pyarrow reads an empty last value with no line end as ""
             block += b"\n"
         skipped: list[Malformed] = []
@@ -185,7 +197,7 @@ class CsvParser:
                  else pa.decimal128(38, f.type.scale) if pa.types.is_decimal128(f.type) and f.type.precision < 38
                  else f.type for f in self.schema}
         try:
-            table = self._read(block, skip, types, skipped)
+            table = self._read(block, skip, types, skipped, cr)
             if not skipped:
                 if not self.as_text and types == {f.name: f.type for f in self.schema}:
                     return self._nulls(table, block), []
@@ -198,10 +210,12 @@ class CsvParser:
         # Some record is malformed: read text, then convert what converts.
         if self.blank_lines and not self.blank_lines_first:
             block = blanked_lines(block)
+        if self.utf8:  # Spark reads the bytes that are no UTF-8 as U+FFFD, where pyarrow fails the block
+            block = valid_utf8(block)
         skipped.clear()
-        table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped)
+        table = self._read(block, skip, {name: pa.string() for name in self.schema.names}, skipped, cr)
         table = self._invalid(self._nulls(table, block), hex_ints)
-        table, skipped_rows = self._with_skipped(table, skipped, skip)
+        table, skipped_rows = self._with_skipped(table, skipped, skip, cr)
         lines = None if self.spanning else _record_lines(block, skip)  # a record's line number, by row
         if lines is not None and len(lines) != table.num_rows:  # lines pyarrow splits otherwise (a lone \r)
             lines = None
@@ -228,15 +242,16 @@ class CsvParser:
         return [record.rstrip(b"\r\n").decode(self.spec.encoding, errors="replace")
                 for record in self.split_records(block.split(b"\n", skip)[skip] if skip else block)]
 
-    def _with_skipped(self, table: pa.Table, skipped: list[Malformed],
-                      skip: int) -> tuple[pa.Table, dict[int, Malformed]]:
+    def _with_skipped(self, table: pa.Table, skipped: list[Malformed], skip: int,
+                      cr: str | None) -> tuple[pa.Table, dict[int, Malformed]]:
         """``table`` (text) with the records of too few or too many values the parser skipped put
         back where they are: their first values, nulls for the missing ones, as Spark reads them.
         pyarrow numbers a record after the ``skip`` lines it skipped, blank lines not counted."""
         if not skipped:
             return table, {}
         names, width = self.schema.names, max(len(self.schema), *(m.columns for m in skipped))
-        padded = "\n".join(m.text.rstrip("\r") + self.spec.separator * (width - m.columns) for m in skipped) + "\n"
+        texts = [m.text.rstrip("\r") if cr is None else m.text.replace("\r", cr) for m in skipped]  # as _read had it
+        padded = "\n".join(t + self.spec.separator * (width - m.columns) for t, m in zip(texts, skipped)) + "\n"
         values = pacsv.read_csv(
             io.BytesIO(padded.encode()),
             read_options=pacsv.ReadOptions(column_names=[str(i) for i in range(width)], use_threads=False),
@@ -245,6 +260,8 @@ class CsvParser:
                                                  null_values=self.null_values, strings_can_be_null=True,
                                                  quoted_strings_can_be_null=False),
         ).select([str(i) for i in range(len(names))]).rename_columns(names)
+        if cr is not None:
+            values = pa.table([pc.replace_substring(column, cr, "\r") for column in values.columns], names=names)
         rows = table.num_rows
         at = [m.line - skip - 1 for m in skipped]
         if not all(0 <= a < b for a, b in zip(at, [*at[1:], rows + len(skipped)])):  # not numbered: after the rest
@@ -327,9 +344,36 @@ def record_splitter(separator: str, quote: str, escape: str) -> Callable[[bytes]
     return lambda block: [record for record in pattern.findall(block) if record.strip(b"\r\n")]
 
 
-def header_tokens(line: str, separator: str, quote: str) -> list[str]:
-    """The values of a csv header line."""
-    return next(csv.reader([line.rstrip("\r")], delimiter=separator, quotechar=quote), [])
+def header_tokens(line: str, separator: str, quote: str, cr_data: bool = False) -> list[str]:
+    """The values of a csv header line; ``cr_data``: a \r in it is data (lineSep without \r), not its end."""
+    if not cr_data:
+        return next(csv.reader([line.rstrip("\r")], delimiter=separator, quotechar=quote), [])
+    stand_in = next(c for c in map(chr, range(0xE000, 0xF900)) if c not in line)  # csv.reader ends a line at \r
+    tokens = next(csv.reader([line.replace("\r", stand_in)], delimiter=separator, quotechar=quote), [])
+    return [token.replace(stand_in, "\r") for token in tokens]
+
+
+def cr_stand_in(block: bytes, special: str) -> tuple[bytes, str | None]:
+    """``block`` with its \r made a control character it does not hold nor is ``special`` (one pyarrow reads
+    as data, and Java's trim drops as it does \r), and that character; None where it holds no \r or every one."""
+    if b"\r" not in block:
+        return block, None
+    for byte in _CR_STAND_INS:
+        if byte not in block and chr(byte[0]) not in special:
+            return block.replace(b"\r", byte), chr(byte[0])
+    return block, None  # \r ends lines then, as pyarrow reads it
+
+
+_CR_STAND_INS = [bytes([c]) for c in range(1, 0x20) if chr(c) not in "\t\n\r"]
+
+
+def valid_utf8(block: bytes) -> bytes:
+    """``block`` with its bytes that are no UTF-8 as U+FFFD, as Java decodes them."""
+    try:
+        block.decode()
+        return block
+    except UnicodeDecodeError:
+        return block.decode(errors="replace").encode()
 
 
 _TRUE, _FALSE = ["true", "True", "TRUE"], ["false", "False", "FALSE"]  # other cases: by the slow path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import json
 from datetime import timedelta
@@ -26,6 +27,7 @@ from connectors.core.options import (
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import rebase
+from connectors.files.source.records import ascii_incompatible
 from connectors.files.source.spark_texts import spark_timestamp
 
 FORMATS = ("text", "csv", "json", "parquet", "avro")
@@ -359,6 +361,16 @@ class FileSourceOptions(AvroReadOptions, Options):
             "".encode(self.encoding)
         except LookupError:
             raise self.error("encoding", "unknown character set") from None
+        if self.file_format == "csv" and not self.multi_line and ascii_incompatible(self.encoding):
+            # Spark's line reader cuts such files at the byte \n or at lineSep's bytes with a byte order mark,
+            # misreading them: read here only where the lines can be told apart as Spark reads them
+            if codecs.lookup(self.encoding).name in ("utf-16", "utf-32"):
+                raise self.error("encoding", "csv lines do not read in a charset with a byte order mark (Spark "
+                                             "misreads them): name the byte order (e.g. UTF-16LE) and set lineSep, "
+                                             "or set multiLine=true")
+            if self.line_sep is None:
+                raise self.error("encoding", "csv lines of this charset need the lineSep option (Spark's default "
+                                             "line reader cuts its characters at the byte \\n)")
 
     @property
     def separator(self) -> str:

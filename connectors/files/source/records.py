@@ -8,9 +8,10 @@ has one), DROPMALFORMED drops it, FAILFAST fails with the file and line.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -138,6 +139,20 @@ def separated(block: bytes, separator: bytes, fmt: str, encoding: str) -> tuple[
                 changed[number + 1] = record.decode(encoding, errors="replace")
                 records[number] = record.replace(b"\r", b"\t").replace(b"\n", b"\t")
     return b"\n".join(records) + b"\n", changed
+
+
+def ascii_incompatible(encoding: str) -> bool:
+    """Whether ``encoding`` writes ASCII characters otherwise than as their ASCII bytes (UTF-16, UTF-32):
+    the line and csv code looks for those bytes, so such files are made UTF-8 first."""
+    return "\n".encode(encoding) != b"\n"
+
+
+def utf8_chunks(chunks: Iterator[bytes], encoding: str) -> Iterator[bytes]:
+    """The chunks of a whole file of ``encoding`` as UTF-8, a character cut between chunks kept whole."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    for chunk in chunks:
+        yield decoder.decode(chunk).encode()
+    yield decoder.decode(b"", final=True).encode()
 
 
 def interleave(table: pa.Table, rows: pa.Table, at: Sequence[int]) -> pa.Table:

@@ -10,7 +10,9 @@ restarts. Inferred schemas are marked in their first field's metadata so the str
 
 from __future__ import annotations
 
+import codecs
 import collections
+import dataclasses
 import datetime
 import functools
 import io
@@ -49,6 +51,7 @@ from connectors.files.source.spark_texts import BIG_DECIMAL_TEXT, java_double, j
 from connectors.files.source.compression import codec_of, decompressing
 from connectors.files.source.csv_parser import (
     CsvParser,
+    cr_stand_in,
     header_lines,
     header_tokens,
     literal_escapes,
@@ -56,7 +59,7 @@ from connectors.files.source.csv_parser import (
 )
 from connectors.files.source.json_parser import document_records, line_encoding_problem, strict_json
 from connectors.files.source.read_spec import JsonSyntax, ReadSpec
-from connectors.files.source.records import separated
+from connectors.files.source.records import ascii_incompatible, separated
 from connectors.files.source.split_reader import leaf_physical_types, open_parquet
 from connectors.files.source.listing import FileLister, FileStatus
 from connectors.files.source.options import SAMPLED_ALL, FileSourceOptions
@@ -78,8 +81,13 @@ def _sample(file: FileStatus, config: FileSourceOptions, lines: LineSample | Non
     fs, path = filesystem(file.path, config.storage_options)
     with fs.open(path, "rb") as raw:
         data = decompressing(raw, codec_of(file.path)).read(-1 if config.multi_line else SAMPLE_BYTES)
+    cut = len(data) == SAMPLE_BYTES and not config.multi_line
+    encoding = config.encoding
+    if ascii_incompatible(encoding):  # the line code looks for ASCII bytes: it reads UTF-8 (a character cut left out)
+        data = codecs.getincrementaldecoder(encoding)(errors="replace").decode(data, final=not cut).encode()
+        config = dataclasses.replace(config, encoding="UTF-8")
     separator = (config.line_sep or "\n").encode(config.encoding)
-    if len(data) == SAMPLE_BYTES and separator in data and not config.multi_line:
+    if cut and separator in data:
         data = data[: data.rfind(separator) + len(separator)]
     if lines is not None:  # Spark samples the lines as they are in the file
         comment = (config.comment or "").encode(config.encoding)
@@ -99,7 +107,7 @@ def _sample(file: FileStatus, config: FileSourceOptions, lines: LineSample | Non
         if records is None:
             raise OptionError(FORMAT, "path", file.path, "cannot infer a schema: not a JSON document (multiLine)")
         data = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
-    return data
+    return data if config.encoding == encoding else data.decode().encode(encoding)  # in the files' encoding
 
 
 class SchemaInference:
@@ -205,14 +213,19 @@ class SchemaInference:
         return arrow_schema(StructType(fields))
 
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
-        config = self.config
-        sample = _sample(files[0], config)
+        # as the reader: in UTF-8, the bytes that are no character as U+FFFD (pyarrow would fail on them)
+        def sample(file: FileStatus, lines: LineSample | None = None) -> bytes:
+            return _sample(file, self.config, lines).decode(self.config.encoding, errors="replace").encode()
+
+        config = dataclasses.replace(self.config, encoding="UTF-8")
+        first_sample = sample(files[0])
         # The header, or the line giving the number of columns: the first not blank, Spark's (its
         # Dataset's trim drops only spaces; multiLine's parser skips only empty lines)
         blank = b"\r" if config.multi_line else b" \r"
-        first = header_lines(sample, blank) - 1
-        first_line = sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace").removeprefix("\ufeff")
-        tokens = header_tokens(first_line, config.separator, config.quote)
+        first = header_lines(first_sample, blank) - 1
+        first_line = first_sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace").removeprefix("\ufeff")
+        cr_data = config.line_sep is not None and "\r" not in config.line_sep  # \r is data then, as in Spark
+        tokens = header_tokens(first_line, config.separator, config.quote, cr_data)
         names = _safe_header(tokens, config.null_value) if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
             return pa.schema([(name, pa.string()) for name in names])
@@ -222,11 +235,14 @@ class SchemaInference:
         escapes = literal_escapes(config.separator, config.quote, config.escape, config.encoding,
                                   config.multi_line or config.line_sep is not None)
         for file in files:  # one fold over every file, as Spark's over a partition of small files
-            data = sample if file is files[0] and lines is None else _sample(file, config, lines)
+            data = first_sample if file is files[0] and lines is None else sample(file, lines)
             if not config.multi_line:  # lines of spaces are dropped, as by Spark's Dataset trim
                 data = re.sub(rb"(?m)^ +(?=\r?$)", b"", data)
+            data = escapes(data)
+            data, cr = cr_stand_in(data, config.separator + config.quote + config.escape + (config.comment or "")) \
+                if cr_data else (data, None)
             table = pacsv.read_csv(
-                io.BytesIO(escapes(data)),
+                io.BytesIO(data),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=header_lines(data) if config.header else 0,
                                                encoding=config.encoding),
                 parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote != "\0" and config.quote,
@@ -235,7 +251,9 @@ class SchemaInference:
                                                  invalid_row_handler=lambda row: "skip"),
                 convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())),
             )
-            types = [inference.column_type(so_far, table.column(name)) for so_far, name in zip(types, names)]
+            columns = [table.column(name) if cr is None else pc.replace_substring(table.column(name), cr, "\r")
+                       for name in names]
+            types = [inference.column_type(so_far, column) for so_far, column in zip(types, columns)]
         return arrow_schema(StructType([StructField(name, _canonical(kind) or StringType())
                                         for name, kind in zip(names, types)]))
 

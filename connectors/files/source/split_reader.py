@@ -35,9 +35,11 @@ from connectors.files.source.records import (
     CsvRecordError,
     Malformed,
     MalformedRecordError,
+    ascii_incompatible,
     cast_array,
     null_rows,
     separated,
+    utf8_chunks,
 )
 
 if TYPE_CHECKING:
@@ -229,26 +231,30 @@ class SplitReader:
             chunks = _range_chunks(raw, self.split.start, end)
         else:
             chunks = self._decompressed(decompressing(raw, codec))
+        spec = self.spec
+        if spec.file_format in ("csv", "json") and ascii_incompatible(spec.encoding):
+            # whole files (such reads take lineSep or multiLine): decoded as they come, so no cut halves a character
+            chunks, spec = utf8_chunks(chunks, spec.encoding), dataclasses.replace(spec, encoding="UTF-8")
         try:
-            if self.spec.multi_line or self.spec.whole_text:
-                yield from self._document(b"".join(chunks))
+            if spec.multi_line or spec.whole_text:
+                yield from self._document(b"".join(chunks), spec)
                 return
-            problem = (line_encoding_problem(self.spec.encoding, self.spec.line_sep, False)
-                       if self.spec.file_format == "json" else None)
+            problem = (line_encoding_problem(self.spec.encoding, spec.line_sep, False)
+                       if spec.file_format == "json" else None)
             if problem:  # rows of nulls otherwise
                 raise ValueError(f"connectors.files: cannot read {self.split.path}: option 'encoding' = "
                                  f"{self.spec.encoding!r}: {problem}")
-            parser = PARSERS[self.spec.file_format](self.spec)
-            separator = self.spec.line_sep.encode(self.spec.encoding) if self.spec.line_sep else b"\n"
+            parser = PARSERS[spec.file_format](spec)
+            separator = spec.line_sep.encode(spec.encoding) if spec.line_sep else b"\n"
             # csv and json blocks are made newline-separated; text splits on the separator itself
-            ends = separator if self.spec.file_format == "text" else b"\n"
+            ends = separator if spec.file_format == "text" else b"\n"
             line = 0  # lines before the current block
             for block in _line_blocks(chunks, separator):
                 changed: dict[int, str] = {}
                 if ends != separator:
-                    if self.spec.file_format == "csv":  # Spark's line reader drops whitespace-only records
+                    if spec.file_format == "csv":  # Spark's line reader drops whitespace-only records
                         block = whitespace_records_blanked(block, separator)
-                    block, changed = separated(block, separator, self.spec.file_format, self.spec.encoding)
+                    block, changed = separated(block, separator, spec.file_format, spec.encoding)
                 try:
                     table, bad = parser.parse(block, line == 0 and self.split.start == 0)
                 except pa.ArrowInvalid as exc:  # e.g. an unbalanced quote: no line to blame
@@ -266,23 +272,23 @@ class SplitReader:
         except CsvRecordError as exc:
             raise CsvRecordError(f"connectors.files: {self.split.path}: {exc}") from None
 
-    def _document(self, data: bytes) -> Iterator[pa.RecordBatch]:
+    def _document(self, data: bytes, spec: ReadSpec) -> Iterator[pa.RecordBatch]:
         """multiLine, wholetext: the whole file at once. A json document's records are put one per line (a JSON
         value's newlines are only spaces between its tokens) for the json lines reader."""
-        if self.spec.file_format == "text":  # an empty file is no row, as in Spark
-            text = [data.decode(self.spec.encoding, errors="replace")] if data else []
+        if spec.file_format == "text":  # an empty file is no row, as in Spark
+            text = [data.decode(spec.encoding, errors="replace")] if data else []
             table, bad = pa.table({"value": pa.array(text, pa.string())}), []
-        elif self.spec.file_format == "csv":
-            table, bad = CsvParser(self.spec).parse(data, True)
+        elif spec.file_format == "csv":
+            table, bad = CsvParser(spec).parse(data, True)
         else:
-            text = data.decode(self.spec.encoding, errors="replace")
-            records = document_records(text, self.spec.json_syntax)
+            text = data.decode(spec.encoding, errors="replace")
+            records = document_records(text, spec.json_syntax)
             # as Spark's: a document (or an array of them) of anything but objects is one malformed record, the file's text
             if records is None or not all(record.startswith("{") for record in records):
-                table, bad = null_rows(self.spec.data_schema, 1), [Malformed(1, text, 0)]
+                table, bad = null_rows(spec.data_schema, 1), [Malformed(1, text, 0)]
             else:
                 lines = "\n".join(r.replace("\n", " ").replace("\r", " ") for r in records).encode()
-                table, bad = JsonParser(dataclasses.replace(self.spec, encoding="UTF-8")).parse(lines, True)
+                table, bad = JsonParser(dataclasses.replace(spec, encoding="UTF-8")).parse(lines, True)
                 if bad:  # every record of a document with one malformed is (Spark's partial results), as the file's text
                     bad = [Malformed(1, text, row) for row in range(table.num_rows)]
         yield from self._rows(table, bad, 0)
