@@ -491,6 +491,50 @@ def test_json_inference_options_as_spark_does(spark, tmp_path):
         assert _same_rows(spark, "json", tmp_path / "k.json", None, **options)
 
 
+@pytest.mark.parametrize("options", [{}, {"prefersDecimal": "true"}, {"dropFieldIfAllNull": "true"},
+                                     {"primitivesAsString": "true"}])
+def test_json_empty_strings_inferred_as_spark_does(spark, tmp_path, options):
+    """An empty string is null to the inference: it widens no column to string (a column only ever
+    "" or null is one), and it is read as null into the column's type (the whole array where it is
+    an element)."""
+    (tmp_path / "e.json").write_text(
+        '{"a":1,"b":1.5,"c":true,"d":{"x":1},"e":[1],"f":12345678901234567890,"g":"","h":""}\n'
+        '{"a":"","b":"","c":"","d":"","e":["",2],"f":"","g":null,"h":"x"}\n')
+    assert _same_rows(spark, "json", tmp_path / "e.json", None, **options)
+
+
+def test_json_numeric_strings_inferred_as_decimals_with_prefers_decimal_as_spark_does(spark, tmp_path):
+    """prefersDecimal: a string that is a number (Java's BigDecimal of it, commas dropped) is a decimal
+    of its digits where Spark's DecimalType takes them (not 1e5, 0.001, 39 digits), read as Spark does."""
+    (tmp_path / "d.json").write_text(
+        '{"a":"1.5","b":"-5","c":"1,000.5","d":["+1.","2.25",".5"],"e":{"f":"00012.50"},"g":"1.5e1","h":"1e5",'
+        '"i":"0.001","j":"123456789012345678901234567890123456789","k":"12","l":"1.5","m":"0.00","n":"7"}\n'
+        '{"a":"99.999","b":1,"c":"","d":null,"e":{"f":"-0"},"g":"2","h":"1","i":"1","j":"1","k":"x","l":true,'
+        '"m":"0","n":"1d"}\n')
+    for options in ({"prefersDecimal": "true"}, {"prefersDecimal": "true", "primitivesAsString": "true"}, {}):
+        assert _same_rows(spark, "json", tmp_path / "d.json", None, **options)
+    assert spark.read.format("connectors.files").options(fileFormat="json", prefersDecimal="true").load(
+        str(tmp_path / "d.json")).schema.simpleString() == (
+        "struct<a:decimal(5,3),b:decimal(20,0),c:decimal(5,1),d:array<decimal(3,2)>,e:struct<f:decimal(4,2)>,"
+        "g:decimal(2,0),h:string,i:string,j:string,k:string,l:string,m:string,n:string>")
+
+
+@pytest.mark.parametrize("content, options", [
+    ('{"a":{}}\n{}\n', {}),
+    ("[]\n", {}),
+    ('{"a":null}\n{"a":null}\n', {"dropFieldIfAllNull": "true"}),
+    ('{"a":[]}\n{"b":[null]}\n{"c":""}\n', {"dropFieldIfAllNull": "true"}),
+])
+def test_json_inference_finding_no_field_fails_clearly(spark, tmp_path, content, options):
+    """Spark infers struct<> (an empty row per record), which this source's reader does not make: an
+    error naming the option or the files, and that no field was found."""
+    (tmp_path / "n.json").write_text(content)
+    assert spark.read.options(**options).json(str(tmp_path / "n.json")).schema.simpleString() == "struct<>"
+    option = "dropFieldIfAllNull' = 'true'" if options else "path' = '.*n.json'"
+    with pytest.raises(Exception, match=f"option '{option}: cannot infer a schema: no field found in the JSON records"):
+        spark.read.format("connectors.files").options(fileFormat="json", **options).load(str(tmp_path / "n.json")).schema
+
+
 @pytest.mark.parametrize("content, schema, options", [
     # a line holding an array of objects is a row each (none if empty); of anything else one malformed row;
     # one element that does not convert makes them all malformed; what follows a value is not read

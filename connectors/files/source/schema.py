@@ -179,6 +179,8 @@ class SchemaInference:
         syntax = json_syntax(config)
         # prefersDecimal: a number's digits say its decimal type
         parse = functools.partial(syntax.loads, parse_float=Decimal if config.prefers_decimal else None)
+        value_type = functools.partial(_json_type, primitives_as_string=config.primitives_as_string,
+                                       prefers_decimal=config.prefers_decimal)
         lines = _line_sample(config)
         problem = line_encoding_problem(config.encoding, config.line_sep, config.multi_line)
         if problem:  # rows of nulls otherwise
@@ -191,7 +193,7 @@ class SchemaInference:
                 if record is _COMMENTS:
                     continue
                 # as Spark's compatibleRootType: an array's elements are records, null ones none
-                kind = None if record is _NOT_JSON else _json_type(record, config.primitives_as_string)
+                kind = None if record is _NOT_JSON else value_type(record)
                 while isinstance(kind, ArrayType):
                     kind = kind.elementType
                 if isinstance(kind, NullType):
@@ -209,7 +211,15 @@ class SchemaInference:
             name = self.config.column_name_of_corrupt_record
             fields = sorted([f for f in fields if f.name != name] + [StructField(name, StringType())], key=lambda f: f.name)
         if not fields:
-            raise OptionError(FORMAT, "path", files[0].path, "the files hold no JSON record; give a schema with .schema(...)")
+            # Spark infers struct<>, an empty row per record, which this source's reader does not make
+            dropped = config.drop_field_if_all_null and isinstance(inferred, StructType) and bool(inferred.fields)
+            option, value = ("dropFieldIfAllNull", "true") if dropped else ("path", ", ".join(f.path for f in files))
+            sampled = f" (samplingRatio {config.sampling_ratio})" if lines is not None else ""
+            raise OptionError(FORMAT, option, value, f"cannot infer a schema: no field found in the JSON records "
+                              f"sampled{sampled} (empty objects and arrays, fields only ever {{}}, and with "
+                              "dropFieldIfAllNull fields only ever null, \"\", [] or [null], leave none); Spark "
+                              "infers struct<> there, rows with no column, which this source does not read: "
+                              "give a schema with .schema(...)")
         return arrow_schema(StructType(fields))
 
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
@@ -337,11 +347,16 @@ def _json_record(line: str, parse: Callable[[str], object], syntax: JsonSyntax) 
     return values if line.lstrip().startswith("[") else values[0]
 
 
-def _json_type(value: object, primitives_as_string: bool = False) -> DataType:
+def _json_type(value: object, primitives_as_string: bool = False, prefers_decimal: bool = False) -> DataType:
     """The Spark type of one JSON value, as Spark's JSON inference gives it (a number with a
     fraction or an exponent is a Decimal with prefersDecimal)."""
     if value is None:
         return NullType()
+    if isinstance(value, str):  # before primitivesAsString, as in Spark: it applies to numbers and booleans
+        # "" is null, so that it widens no column: JSON writers may write it for a null
+        if not value:
+            return NullType()
+        return (prefers_decimal and _decimal_text_type(value)) or StringType()
     if primitives_as_string and not isinstance(value, (list, dict)):
         return StringType()
     if isinstance(value, bool):
@@ -363,12 +378,25 @@ def _json_type(value: object, primitives_as_string: bool = False) -> DataType:
     if isinstance(value, list):
         element: DataType = NullType()
         for item in value:
-            element = _wider_json(element, _json_type(item, primitives_as_string))
+            element = _wider_json(element, _json_type(item, primitives_as_string, prefers_decimal))
         return ArrayType(element)
     if isinstance(value, dict):
-        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string)) for k, v in value.items()),
-                                 key=lambda f: f.name))
+        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string, prefers_decimal))
+                                  for k, v in value.items()), key=lambda f: f.name))
     return StringType()
+
+
+def _decimal_text_type(text: str) -> DecimalType | None:
+    """The type Spark's JSON inference gives a string with prefersDecimal: that of Java's BigDecimal
+    of it without its commas (Spark's parser of the default locale); None (a string) where that is
+    no number or Spark's DecimalType refuses its precision and scale (a scale below 0 or above the
+    precision: ``1e5``, ``0.001``; over 38 digits)."""
+    text = text.replace(",", "")
+    if BIG_DECIMAL_TEXT.fullmatch(text) is None:
+        return None
+    _, digits, exponent = Decimal(text).as_tuple()
+    precision, scale = len(digits), -int(exponent)
+    return DecimalType(precision, scale) if 0 <= scale <= precision <= _MAX_DIGITS else None
 
 
 def _wider_json(left: DataType, right: DataType) -> DataType:
