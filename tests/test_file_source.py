@@ -519,6 +519,23 @@ def test_json_numeric_strings_inferred_as_decimals_with_prefers_decimal_as_spark
         "g:decimal(2,0),h:string,i:string,j:string,k:string,l:string,m:string,n:string>")
 
 
+def test_json_timestamp_strings_inferred_with_infer_timestamp_as_spark_does(spark, tmp_path):
+    """inferTimestamp: a string Spark's lenient parser (or timestampFormat) reads is a timestamp, in
+    arrays and structs too; mixed with other strings or numbers, string; after prefersDecimal."""
+    (tmp_path / "t.json").write_text(
+        '{"a":"2024-01-15T10:00:00","b":"2024-01-15","c":"2024-01-15T10:00:00Z","d":["2024-01-15 10:00:00.123456"],'
+        '"e":{"f":"2024"},"g":"2024-01-15T10:00:00","h":"2024-01-15T10:00:00","i":"15/01/2024 10:20","j":"7"}\n'
+        '{"a":"2024-01-16 11:00","b":null,"c":"","d":[],"e":{"f":"2024-02"},"g":"x","h":1,"i":"16/01/2024 11:30",'
+        '"j":"8"}\n')
+    for options in ({"inferTimestamp": "true"}, {"inferTimestamp": "true", "prefersDecimal": "true"},
+                    {"inferTimestamp": "true", "timestampFormat": "dd/MM/yyyy HH:mm"}, {"inferTimestamp": "false"}):
+        assert _same_rows(spark, "json", tmp_path / "t.json", None, **options)
+    assert spark.read.format("connectors.files").options(fileFormat="json", inferTimestamp="true").load(
+        str(tmp_path / "t.json")).schema.simpleString() == (
+        "struct<a:timestamp,b:timestamp,c:timestamp,d:array<timestamp>,e:struct<f:timestamp>,g:string,h:string,"
+        "i:string,j:string>")
+
+
 @pytest.mark.parametrize("content, options", [
     ('{"a":{}}\n{}\n', {}),
     ("[]\n", {}),

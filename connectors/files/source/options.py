@@ -222,6 +222,10 @@ class FileSourceOptions(AvroReadOptions, Options):
         "prefersDecimal", parse_bool, default=False,
         doc="json inference: numbers with a fraction or exponent as decimal (double if they do not fit)",
     )
+    infer_timestamp: bool = option(
+        "inferTimestamp", parse_bool, default=False,
+        doc="json inference: strings that timestampFormat (or Spark's lenient parser) reads as timestamp",
+    )
     drop_field_if_all_null: bool = option(
         "dropFieldIfAllNull", parse_bool, default=False,
         doc="json inference: drop columns only ever null, [] or {} (else they are string)",
@@ -392,7 +396,7 @@ _FORMATS_OF = {
     "negative_inf": ("csv",), "line_sep": ("csv", "json", "text"),
     "allow_single_quotes": _JSON_ONLY, "allow_comments": _JSON_ONLY, "allow_unquoted_field_names": _JSON_ONLY,
     "allow_numeric_leading_zeros": _JSON_ONLY, "primitives_as_string": _JSON_ONLY, "prefers_decimal": _JSON_ONLY,
-    "drop_field_if_all_null": _JSON_ONLY,
+    "infer_timestamp": _JSON_ONLY, "drop_field_if_all_null": _JSON_ONLY,
     "allow_backslash_escaping_any_character": _JSON_ONLY, "allow_unquoted_control_chars": _JSON_ONLY,
     "allow_non_numeric_numbers": _JSON_ONLY, "whole_text": ("text",), "sampling_ratio": ("csv", "json"),
     "prefer_date": ("csv",), "enforce_schema": ("csv",), "max_columns": ("csv",), "max_chars_per_column": ("csv",),

@@ -180,7 +180,7 @@ class SchemaInference:
         # prefersDecimal: a number's digits say its decimal type
         parse = functools.partial(syntax.loads, parse_float=Decimal if config.prefers_decimal else None)
         value_type = functools.partial(_json_type, primitives_as_string=config.primitives_as_string,
-                                       prefers_decimal=config.prefers_decimal)
+                                       text_type=_json_text_type(config))
         lines = _line_sample(config)
         problem = line_encoding_problem(config.encoding, config.line_sep, config.multi_line)
         if problem:  # rows of nulls otherwise
@@ -347,16 +347,33 @@ def _json_record(line: str, parse: Callable[[str], object], syntax: JsonSyntax) 
     return values if line.lstrip().startswith("[") else values[0]
 
 
-def _json_type(value: object, primitives_as_string: bool = False, prefers_decimal: bool = False) -> DataType:
+def _json_text_type(config: FileSourceOptions) -> Callable[[str], DataType]:
+    """The type Spark's JSON inference gives a string that is not empty: with ``prefersDecimal`` a
+    decimal where :func:`_decimal_text_type` gives one, then with ``inferTimestamp`` a timestamp where
+    ``timestampFormat`` (unset: Spark's lenient parser) reads it, else string."""
+    tests: list[Callable[[str], DataType | None]] = []
+    if config.prefers_decimal:
+        tests.append(_decimal_text_type)
+    if config.infer_timestamp:
+        if config.timestamp_format:
+            pattern, kind = DateTimePattern.of(config.timestamp_format), pa.timestamp("us", "UTC")
+            tests.append(lambda text: TimestampType() if pattern.parse(pa.array([text]), kind)[0].is_valid else None)
+        else:  # Spark tries timestamp_ntz first only where spark.sql.timestampType makes it the default
+            tests.append(lambda text: TimestampType() if spark_timestamp(text) is not None else None)
+    if not tests:
+        return lambda text: StringType()
+    return lambda text: next((kind for test in tests if (kind := test(text)) is not None), StringType())
+
+
+def _json_type(value: object, primitives_as_string: bool = False,
+               text_type: Callable[[str], DataType] = lambda text: StringType()) -> DataType:
     """The Spark type of one JSON value, as Spark's JSON inference gives it (a number with a
-    fraction or an exponent is a Decimal with prefersDecimal)."""
+    fraction or an exponent is a Decimal with prefersDecimal; a string's by ``text_type``)."""
     if value is None:
         return NullType()
     if isinstance(value, str):  # before primitivesAsString, as in Spark: it applies to numbers and booleans
         # "" is null, so that it widens no column: JSON writers may write it for a null
-        if not value:
-            return NullType()
-        return (prefers_decimal and _decimal_text_type(value)) or StringType()
+        return text_type(value) if value else NullType()
     if primitives_as_string and not isinstance(value, (list, dict)):
         return StringType()
     if isinstance(value, bool):
@@ -378,10 +395,10 @@ def _json_type(value: object, primitives_as_string: bool = False, prefers_decima
     if isinstance(value, list):
         element: DataType = NullType()
         for item in value:
-            element = _wider_json(element, _json_type(item, primitives_as_string, prefers_decimal))
+            element = _wider_json(element, _json_type(item, primitives_as_string, text_type))
         return ArrayType(element)
     if isinstance(value, dict):
-        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string, prefers_decimal))
+        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string, text_type))
                                   for k, v in value.items()), key=lambda f: f.name))
     return StringType()
 
