@@ -27,10 +27,17 @@ from connectors.core.options import (
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import rebase
-from connectors.files.source.records import ascii_incompatible
 from connectors.files.source.spark_texts import spark_timestamp
 
 FORMATS = ("text", "csv", "json", "parquet", "avro")
+
+
+def ascii_incompatible(encoding: str) -> bool:
+    """Whether ``encoding`` writes ASCII characters otherwise than as their ASCII bytes (UTF-16, UTF-32):
+    the line and csv code looks for those bytes, so such files are made UTF-8 first."""
+    return "\n".encode(encoding) != b"\n"
+
+
 SAMPLED_ALL = 0.99  # a samplingRatio above it samples nothing out, as in Spark
 
 

@@ -141,12 +141,6 @@ def separated(block: bytes, separator: bytes, fmt: str, encoding: str) -> tuple[
     return b"\n".join(records) + b"\n", changed
 
 
-def ascii_incompatible(encoding: str) -> bool:
-    """Whether ``encoding`` writes ASCII characters otherwise than as their ASCII bytes (UTF-16, UTF-32):
-    the line and csv code looks for those bytes, so such files are made UTF-8 first."""
-    return "\n".encode(encoding) != b"\n"
-
-
 def utf8_chunks(chunks: Iterator[bytes], encoding: str) -> Iterator[bytes]:
     """The chunks of a whole file of ``encoding`` as UTF-8, a character cut between chunks kept whole."""
     decoder = codecs.getincrementaldecoder(encoding)(errors="replace")

@@ -59,10 +59,10 @@ from connectors.files.source.csv_parser import (
 )
 from connectors.files.source.json_parser import document_records, line_encoding_problem, strict_json
 from connectors.files.source.read_spec import JsonSyntax, ReadSpec
-from connectors.files.source.records import ascii_incompatible, separated
+from connectors.files.source.records import separated
 from connectors.files.source.split_reader import leaf_physical_types, open_parquet
 from connectors.files.source.listing import FileLister, FileStatus
-from connectors.files.source.options import SAMPLED_ALL, FileSourceOptions
+from connectors.files.source.options import SAMPLED_ALL, FileSourceOptions, ascii_incompatible
 from connectors.files.source.sampling import LineSample
 
 SAMPLE_BYTES = 1 << 20

@@ -30,12 +30,12 @@ from connectors.files.source.rebase import FileCalendar, Fix, fixed
 
 from connectors.files.source.csv_parser import CsvParser, whitespace_records_blanked
 from connectors.files.source.json_parser import JsonParser, document_records, line_encoding_problem
+from connectors.files.source.options import ascii_incompatible
 from connectors.files.source.read_spec import ReadSpec
 from connectors.files.source.records import (
     CsvRecordError,
     Malformed,
     MalformedRecordError,
-    ascii_incompatible,
     cast_array,
     null_rows,
     separated,
