@@ -512,6 +512,72 @@ def test_a_replay_that_lost_a_partition_fails_instead_of_duplicating_silently(sp
     sink(values_of(spark.range(100, 200, 1, 1)), 6)
     assert values(consume(kafka_bootstrap, topic)) == sorted([*range(50, 100), *range(50, 200)])
 
+    # The query restarted within a minute in the same application: this process planned a batch of
+    # the sink moments ago, so only Spark's runId of the query tells. The tasks read it from the
+    # local properties a stream's jobs carry, set here as a query sets them.
+    topic = create_topic(kafka_bootstrap, f"{unique}-c")
+    sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=f"{unique}-c"))
+    context = spark.sparkContext
+    try:
+        context.setLocalProperty("sql.streaming.queryId", "query")
+        context.setLocalProperty("spark.jobGroup.id", "run-1")
+        sink(values_of(spark.range(0, 100, 1, 2).where("id >= 50")), 5)
+        sink(values_of(spark.range(100, 200, 1, 2).where("id >= 150")), 6)
+        context.setLocalProperty("spark.jobGroup.id", "run-2")
+        with pytest.raises(KafkaSinkError, match="batch 6 was re-executed with 1 Spark partitions, but in an "
+                                                 "earlier attempt partition 1 committed 50 records of it"):
+            sink(values_of(spark.range(150, 200, 1, 1)), 6)
+    finally:
+        context.setLocalProperty("sql.streaming.queryId", None)
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert values(consume(kafka_bootstrap, topic)) == sorted([*range(50, 100), *range(150, 200), *range(150, 200)])
+
+
+
+def test_a_restart_in_the_same_application_with_fewer_partitions_fails_the_batch(spark, kafka_bootstrap, unique,
+                                                                                tmp_path):
+    """Batch 1 fails after partition 1 committed and before partition 0 wrote anything; the query
+    starts again at once, in the same application, with a coalesce(1) added. Partition 0 finds no
+    progress of this batch, skips nothing and writes partition 1's records again, and the driver's
+    Python workers planned batches of the sink moments ago: Spark's new runId of the query tells the
+    commit that this is a restart. It used to pass with 1000 records twice when the commit ran in
+    a worker that had planned the failed run."""
+    from pyspark.errors import StreamingQueryException
+
+    topic, prefix = create_topic(kafka_bootstrap, unique), unique
+    options = sink_options(kafka_bootstrap, topic, "exactly-once", prefix=prefix)
+
+    def fail_batch_1_partition_0_once_1_committed(batches):
+        from confluent_kafka import Consumer, TopicPartition
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.getLocalProperty("streaming.sql.batchId") == "1" and context.partitionId() == 0:
+            consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"{prefix}-1"})
+            deadline = time.monotonic() + 60
+            while consumer.committed([TopicPartition("connectors-sink-progress", 0)])[0].offset < 2:
+                assert time.monotonic() < deadline, "partition 1 never committed batch 1"
+                time.sleep(0.2)
+            consumer.close()
+            raise RuntimeError("partition 0 fails before writing")
+        yield from batches
+
+    def run(df):
+        query = (df.writeStream.format("connectors.kafka").options(**options)
+                 .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+        with pytest.raises(StreamingQueryException) as info:
+            query.awaitTermination(180)
+        return str(info.value)
+
+    numbers = (spark.readStream.format("connectors.numbers").option("end", 3999).option("rowsPerBatch", 2000)
+               .option("numPartitions", 2).load().selectExpr("cast(value as string) as value"))
+    assert "partition 0 fails before writing" in run(numbers.mapInArrow(fail_batch_1_partition_0_once_1_committed,
+                                                                        numbers.schema))
+    assert progress_of(kafka_bootstrap, f"{prefix}-0")["batch"] == 0
+    assert values(consume(kafka_bootstrap, topic)) == [*range(2000), *range(3000, 4000)]
+    assert ("batch 1 was re-executed with 1 Spark partitions, but in an earlier attempt partition 1 committed 1000 "
+            "records of it") in run(numbers.coalesce(1))
+    assert values(consume(kafka_bootstrap, topic)) == sorted([*range(4000), *range(3000, 4000)])
 
 # --- failures ----------------------------------------------------------------------------------
 

@@ -21,6 +21,9 @@ class TaskAttempt:
     query_id: str | None  # None outside a streaming query (batch write)
     batch_id: int | None  # None outside a streaming query
     partition_id: int
+    # Spark's runId of the streaming query, new at every start (query_id is not); None where
+    # Spark does not tell (outside a query, Spark Connect's foreachBatch).
+    run_id: str | None = None
 
 
 _override: tuple[str | None, int | None] | None = None
@@ -50,10 +53,13 @@ def current_task() -> TaskAttempt:
     else:
         batch = ctx.getLocalProperty("streaming.sql.batchId")
         query_id, batch_id = ctx.getLocalProperty("sql.streaming.queryId"), None if batch is None else int(batch)
+    # A stream's jobs carry its runId as their job group (StreamExecution sets both properties).
+    run_id = ctx.getLocalProperty("spark.jobGroup.id") if ctx.getLocalProperty("sql.streaming.queryId") else None
     return TaskAttempt(
         query_id=query_id,
         batch_id=batch_id,
         partition_id=ctx.partitionId(),
+        run_id=run_id,
     )
 
 

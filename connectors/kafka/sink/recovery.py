@@ -30,7 +30,8 @@ less often (whose executors' Python workers, which keep the producers, have stop
 
 **Partitions a replay no longer has.** Each task checks the records it skips against its own
 partition's progress, but no task sees a partition that is gone: :func:`check_moved` does, at a
-batch's commit on the driver (see there).
+batch's commit on the driver (see there). It learns of a restart within :data:`RESTART_GAP_S`
+from Spark's runId of the query, which the tasks read from their local properties.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ RESTART_GAP_S = 60.0  # as long as Spark keeps an idle Python worker
 RERUN_AGE_S = 60.0
 _PARALLEL = 16  # ids initialized at once: each is a producer with its own connections and threads
 _planned: dict[tuple, float] = {}  # (cluster, prefix) -> when this process last planned a batch of it
-# (cluster, prefix) -> the progress groups on_query_start listed, until a commit checks them (check_moved)
-_unchecked: dict[tuple, set[int]] = {}
+_started: set[tuple] = set()  # (cluster, prefix) whose on_query_start ran here, until a commit checks (check_moved)
+_checked_runs: dict[tuple, str] = {}  # (cluster, prefix) -> Spark's runId of the query check_moved last checked
 
 
 def _sink_key(options: KafkaSinkOptions) -> tuple:
@@ -82,7 +83,7 @@ def on_query_start(options: KafkaSinkOptions, spark_options: Mapping[str, str]) 
         check_replay(options, checkpoint, groups)
     abort_lingering(options, groups)
     _planned[key] = now
-    _unchecked[key] = groups
+    _started.add(key)
 
 
 def progress_partitions(options: KafkaSinkOptions) -> set[int]:
@@ -125,7 +126,8 @@ def check_replay(options: KafkaSinkOptions, checkpoint: str, groups: set[int]) -
         "offsets.retention.minutes above the longest stop of a query")
 
 
-def check_moved(options: KafkaSinkOptions, run: str, batch: int, partitions: int, replayed: bool) -> None:
+def check_moved(options: KafkaSinkOptions, run: str, batch: int, partitions: int, replayed: bool,
+                spark_run_id: str | None = None) -> None:
     """Fail batch ``batch`` of ``run``, now written by ``partitions`` tasks, when a Spark partition
     it no longer has committed records of it in an earlier attempt.
 
@@ -134,16 +136,20 @@ def check_moved(options: KafkaSinkOptions, run: str, batch: int, partitions: int
     committed in the other partitions, after the records those committed: each of those tasks
     finds its own committed records first (their digest matches), skips them and writes the rest,
     so ``p``'s records are in Kafka twice by now. The batch fails, every time it runs, instead of
-    passing silently. Listing consumer groups asks every broker, so this runs only at the first
-    commit after :func:`on_query_start` listed them in this process (a restart) and at a batch a
-    task found partly committed (``replayed``, a restart within :data:`RESTART_GAP_S`).
+    passing silently. Listing consumer groups asks every broker, so this runs only where a batch
+    can be a replay: at a query's first commit in this process (a new ``spark_run_id``, Spark's
+    runId of the query; where Spark does not tell it, the first commit after
+    :func:`on_query_start` ran here) and at a batch a task found partly committed (``replayed``).
     """
     key = _sink_key(options)
-    groups = _unchecked.pop(key, None)
-    if groups is None:
-        if not replayed:
-            return
-        groups = progress_partitions(options)
+    started = key in _started
+    _started.discard(key)
+    new_run = spark_run_id is not None and _checked_runs.get(key) != spark_run_id
+    if spark_run_id is not None:
+        _checked_runs[key] = spark_run_id
+    if not (started or new_run or replayed):
+        return
+    groups = progress_partitions(options)
     gone = sorted(p for p in groups if p >= partitions)
     if not gone:
         return

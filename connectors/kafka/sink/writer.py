@@ -14,10 +14,11 @@ Input columns are those of Spark's Kafka sink (see :mod:`connectors.kafka.sink.r
 
 Every task writes and, for exactly-once, commits inside ``write()``; the driver-side
 ``commit()`` reports, and for exactly-once fails a re-executed batch whose records moved from a
-partition it no longer has (:func:`connectors.kafka.sink.recovery.check_moved`). Before an exactly-once query's first tasks, the driver aborts the
-transactions earlier runs left open and refuses to re-run a batch whose progress expired
-(:mod:`connectors.kafka.sink.recovery`). Producers are kept in the Python worker between tasks
-(``producerCacheSize``, see :mod:`connectors.kafka.sink.producer`).
+partition it no longer has (:func:`connectors.kafka.sink.recovery.check_moved`). Before an
+exactly-once query's first tasks, the driver aborts the transactions earlier runs left open and
+refuses to re-run a batch whose progress expired (:mod:`connectors.kafka.sink.recovery`).
+Producers are kept in the Python worker between tasks (``producerCacheSize``, see
+:mod:`connectors.kafka.sink.producer`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
     skipped: int = 0  # exactly-once: records an earlier attempt of this (run, batch, partition) committed
     run: str | None = None  # exactly-once: the run the progress is keyed by (see WorkUnit)
+    spark_run_id: str | None = None  # exactly-once: Spark's runId of the query (TaskAttempt.run_id)
 
 
 def _encoder(config: KafkaSinkOptions, schema: StructType) -> RecordEncoder | None:
@@ -117,7 +119,7 @@ class _KafkaWrite:
             run = self.run if self.run is not None else task.query_id or SINK_RUN
             unit = WorkUnit(run, task.batch_id or 0, task.partition_id)
             records, skipped = write_exactly_once(self.config, self.layout, iterator, unit)
-            return KafkaCommitMessage(task.partition_id, records, skipped, run)
+            return KafkaCommitMessage(task.partition_id, records, skipped, run, task.run_id)
         with cached_producer(self.config) as producer:
             records = producer.produce(iterator, self.layout)
             producer.flush()
@@ -144,7 +146,8 @@ class KafkaStreamWriter(_KafkaWrite, DataSourceStreamArrowWriter):
         fault_point("kafka.commit.before", self.config.transactional_id_prefix or self.config.topic)
         done = [m for m in messages if m is not None]
         if self.config.exactly_once and done and done[0].run is not None:
-            check_moved(self.config, done[0].run, batchId, len(messages), any(m.skipped for m in done))
+            check_moved(self.config, done[0].run, batchId, len(messages), any(m.skipped for m in done),
+                        done[0].spark_run_id)
         self._report(messages, f"batch {batchId} committed")
         fault_point("kafka.commit.after", self.config.transactional_id_prefix or self.config.topic)
 
