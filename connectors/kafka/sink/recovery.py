@@ -155,6 +155,10 @@ def check_moved(options: KafkaSinkOptions, run: str, batch: int, partitions: int
         return
     prefix, timeout = options.transactional_id_prefix, options.request_timeout.total_seconds()
     assert prefix is not None
+    # No task of this run uses a gone partition's id, so none aborts what it left open, and a
+    # restart within RESTART_GAP_S ran no on_query_start: abort it here, or read_committed
+    # consumers of the topic wait for transaction.timeout.ms.
+    _fence_all(options, [transactional_id(prefix, p) for p in gone])
 
     def read(partition: int) -> Progress | None:
         progress = PartitionProgress(options.client_settings(), transactional_id(prefix, partition),
@@ -188,12 +192,16 @@ def abort_lingering(options: KafkaSinkOptions, groups: set[int], partitions: int
     assert options.transactional_id_prefix is not None
     count = max(partitions, max(groups, default=-1) + 1)
     ids = [transactional_id(options.transactional_id_prefix, p) for p in range(count)]
+    _fence_all(options, ids)
+    return ids
+
+
+def _fence_all(options: KafkaSinkOptions, ids: list[str]) -> None:
     if ids:
         with ThreadPoolExecutor(min(_PARALLEL, len(ids))) as pool:
             list(pool.map(lambda txn_id: _fence(options, txn_id), ids))
         log.info("%s: initialized transactional ids %s .. %s: transactions earlier runs left open are aborted",
                  FORMAT, ids[0], ids[-1])
-    return ids
 
 
 def _fence(options: KafkaSinkOptions, txn_id: str) -> None:
