@@ -860,7 +860,7 @@ def test_s3_batch_and_stream(spark, s3_server, tmp_path, unique):
         ({"fileFormat": "json"}, None, "a stream of csv or json files needs a schema"),
         ({"fileFormat": "text"}, SCHEMA, "the text format has one column, value string"),
         ({"fileFormat": "json", "filePathColumn": "f"}, SCHEMA, "option 'filepathcolumn' = 'f': the schema has no such column"),
-        ({"fileFormat": "parquet", "multiLine": "true"}, SCHEMA, "option 'multiline' = True: applies to csv and json, not parquet"),
+        ({"fileFormat": "parquet", "multiLine": "true"}, SCHEMA, "option 'multiline' = 'true': applies to csv and json, not parquet"),
     ],
 )
 def test_bad_options_fail_at_query_start(spark, tmp_path, options, schema, message):

@@ -698,7 +698,7 @@ def test_discovery_interval_throttles_listings(tmp_path):
         ({"fileFormat": "csv", "maxFilePerTrigger": "3"}, "did you mean 'maxFilesPerTrigger'?"),
         ({"fileFormat": "csv", "storageOptions": '["secret-key"]'}, "option 'storageOptions' = '***': expected a JSON object"),
         ({"fileFormat": "json", "comment": "#"}, "option 'comment' = '#': applies to csv, not json"),
-        ({"fileFormat": "csv", "allowComments": "true"}, "option 'allowComments' = True: applies to json, not csv"),
+        ({"fileFormat": "csv", "allowComments": "true"}, "option 'allowComments' = 'true': applies to json, not csv"),
         ({"fileFormat": "parquet", "lineSep": "|"}, "option 'lineSep' = '|': applies to csv, json, text, not parquet"),
         ({"fileFormat": "csv", "lineSep": "abc"}, "option 'lineSep' = 'abc': csv takes a separator of 1 or 2 characters"),
         ({"fileFormat": "text", "lineSep": ""}, "option 'lineSep' = '': cannot be an empty string"),

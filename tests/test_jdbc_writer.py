@@ -126,7 +126,7 @@ def make_writer(dsn: str, table: str, app: str, **options) -> tuple[PartitionWri
         ({"url": "postgresql://h/db", "dbtable": "t", "sessionInitStatement": " "}, "option 'sessionInitStatement' = ' ': must not"),
         ({"url": "postgresql://h/db", "dbtable": "t", "cascadeTruncate": "yes"}, "option 'cascadeTruncate' = 'yes': expected true"),
         ({"url": "postgresql://h/db", "dbtable": "t", "cascadeTruncate": "true"},
-         "option 'cascadeTruncate' = True: only used with truncate=true"),
+         "option 'cascadeTruncate' = 'true': only used with truncate=true"),
         ({"url": "postgresql://h/db", "dbtable": "t", "numPartitions": "0"}, "option 'numPartitions' = '0': must be greater"),
         ({"url": "postgresql://h/db", "dbtable": "t", "numPartitions": "4"},
          "option 'numPartitions' = 4: a Python data source cannot coalesce its input: call df.coalesce(4) before writing"),

@@ -317,7 +317,9 @@ class Options:
         """An OptionError for the option named ``option_name`` (its Spark name), with its value."""
         for field_name, spec in self.specs().items():
             if spec.name == option_name:
-                return OptionError(self.source_name, spec.name, getattr(self, field_name), reason, spec.secret)
+                value = getattr(self, field_name)
+                shown = render(value) if isinstance(value, bool) else value  # as written: 'true', not True
+                return OptionError(self.source_name, spec.name, shown, reason, spec.secret)
         return OptionError(self.source_name, option_name, None, reason)
 
     def to_options(self) -> dict[str, str]:
