@@ -86,7 +86,7 @@ class CrashHarness:
         self.checkpoint = self.workdir / "checkpoint"
         self.signals = self.workdir / "signals"
         self.signals.mkdir(parents=True, exist_ok=True)
-        self._numbers = itertools.count()  # of the runs of run_faults, kill_at and restart
+        self._numbers = itertools.count()  # of every run, whichever method starts it: names its log
 
     def run(
         self,
@@ -108,14 +108,15 @@ class CrashHarness:
         rng = random.Random(seed)
         action = kill or (lambda child: faults.kill_session(child.pid))
         runs = []
-        for number in range(kills):
-            runs.append(self._run_once(number, kill_at, rng, random_window, action))
+        for _ in range(kills):
+            runs.append(self._run_once(next(self._numbers), kill_at, rng, random_window, action))
         if runs and runs[-1].exit_code == 0:  # the kill spared the driver and the job finished
             return CrashReport(runs)
-        final = self._run_once(kills, None, rng, random_window, action)
+        number = next(self._numbers)
+        final = self._run_once(number, None, rng, random_window, action)
         runs.append(final)
         if final.exit_code != 0:
-            raise AssertionError(f"final run exited with {final.exit_code}; see {self.log(kills)}")
+            raise AssertionError(f"final run exited with {final.exit_code}; see {self.log(number)}")
         return CrashReport(runs)
 
     def run_faults(self, points: Sequence[str], check: Callable[[str], None] | None = None) -> CrashReport:
