@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import time
@@ -319,6 +320,62 @@ def _same_rows(spark, fmt, path, schema, **options):
     rows = sorted(map(str, theirs.collect()))
     assert sorted(map(str, ours.collect())) == rows
     return rows
+
+
+TIME_ZONE_TEXTS = ["2024-01-15 10:00:00", "2024-07-01T12:00:00", "2024-03-10 02:30:00", "2024-11-03 01:30:00",
+                   "2024-1-15 10:00:00.5", "2024-01-15T10:00:00+01:00", "2024-01-15T10:00:00Z", "1800-01-01 00:00:00"]
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "+05:30", "PST"])
+def test_time_zone_read_as_spark_does(spark, tmp_path, zone):
+    """timeZone: zone-less timestamp text of csv and json values (given a schema, with timestampFormat,
+    inferred), of key=value directories and of modifiedAfter is read in it, as Spark's readers do (a
+    session in UTC: the option, not the session, decides); timestamp_ntz and dates are not moved."""
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "t.csv").write_text("".join(f"{i},{t},{t[:10]},{t[:19]}\n" for i, t in enumerate(TIME_ZONE_TEXTS)))
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "t.json").write_text("".join(json.dumps({"i": i, "t": t, "d": t[:10], "n": t[:19]}) + "\n"
+                                                   for i, t in enumerate(TIME_ZONE_TEXTS)))
+    (tmp_path / "f.csv").write_text("15/01/2024 10:00\n10/03/2024 02:30 +05:30\n10/03/2024 02:30\n")
+    part = tmp_path / "p" / "ts=2024-03-10 02%3A30%3A00"
+    part.mkdir(parents=True)
+    (part / "f.json").write_text('{"a": 1}\n')
+    os.utime(part / "f.json", (1705330800, 1705330800))  # 2024-01-15T15:00:00Z
+    schema = "i int, t timestamp, d date, n timestamp_ntz"
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        assert _same_rows(spark, "csv", tmp_path / "c", schema, timeZone=zone)
+        assert _same_rows(spark, "json", tmp_path / "j", schema.replace("i int", "i bigint"), timeZone=zone)
+        assert _same_rows(spark, "csv", tmp_path / "f.csv", "t timestamp", timeZone=zone,
+                          timestampFormat="dd/MM/yyyy HH:mm[ XXX]")
+        assert _same_rows(spark, "csv", tmp_path / "c", None, timeZone=zone, inferSchema="true")
+        assert _same_rows(spark, "json", tmp_path / "j", None, timeZone=zone, inferTimestamp="true")
+        assert _same_rows(spark, "json", tmp_path / "p", None, timeZone=zone)
+        found = [_same_rows(spark, "json", tmp_path / "p", "a bigint, ts timestamp", timeZone=zone, modifiedAfter=after)
+                 for after in ("2024-01-14T12:00:00", "2024-01-15T00:00:00", "2024-01-15T06:00", "2024-01-16T06:00")]
+        assert [] in found and found[0]
+    finally:
+        spark.conf.unset("spark.sql.session.timeZone")
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Z", "GMT", "UT", "+01:00", "+1:00", "+01:3", "+1", "+0530", "+010000",
+                                  "-08:00", "+18:00", "GMT+1", "UTC-03:00", "UT+5", "GMT0", "Etc/GMT+5", "EST", "PST",
+                                  "IST", "US/Pacific", "Zulu", "ROK", "-0:30", "utc", "z", "+100", "+18:01", "+19",
+                                  "UTC+", "america/new_york", " UTC", "", "+01:60", "+01:00:3", "Factory", "localtime"])
+def test_time_zone_ids_taken_as_spark_takes_them(spark, tmp_path, zone):
+    """timeZone takes the ids Spark's DateTimeUtils.getZoneId takes, as the same zones."""
+    from connectors.files.source.spark_texts import zone_id
+
+    try:
+        theirs = spark._jvm.org.apache.spark.sql.catalyst.util.DateTimeUtils.getZoneId(zone)
+    except Exception:  # Py4JJavaError: INVALID_TIMEZONE
+        theirs = None
+    ours = zone_id(zone)
+    assert (ours is None) == (theirs is None)
+    if ours is not None:
+        instant = spark._jvm.java.time.Instant.ofEpochSecond(1705330800)
+        seconds = theirs.getRules().getOffset(instant).getTotalSeconds()
+        assert ours.utcoffset(datetime.datetime(2024, 1, 15, 15)).total_seconds() == seconds
 
 
 CSV_OPTION_CASES = [

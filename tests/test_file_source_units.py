@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import random
+import re
 import shutil
 import time
 from datetime import timedelta
@@ -865,3 +866,72 @@ def test_date_time_formats_apply_at_any_depth_of_json_and_to_timestamp_ntz(tmp_p
     schema = StructType([StructField("a", LongType()), StructField("t", TimestampNTZType())])
     assert read_all(str(csv), schema, fileFormat="csv", timestampNTZFormat="dd/MM/yyyy HH:mm[XXX]", mode="DROPMALFORMED") == [
         {"a": 1, "t": datetime.datetime(2024, 2, 29, 13, 5)}]
+
+
+# ---------------------------------------------------------------------------------------------
+# timeZone
+
+
+@pytest.mark.parametrize("zone, offset", [
+    ("America/New_York", -5), ("UTC", 0), ("Z", 0), ("GMT", 0), ("+01:00", 1), ("-08:00", -8), ("+0530", 5.5),
+    ("+5:30", 5.5), ("+1", 1), ("GMT+1", 1), ("UTC-03:00", -3), ("EST", -5), ("PST", -8), ("Etc/GMT+5", -5),
+])  # fmt: skip
+def test_time_zone_option_takes_the_zone_ids_spark_takes(zone, offset):
+    """timeZone: what Spark's DateTimeUtils.getZoneId takes (Java's ZoneId.of with SHORT_IDS)."""
+    spec = read_spec(config(fileFormat="csv", timeZone=zone), ["/x"], StructType([StructField("a", LongType())]))
+    assert spec.zone.utcoffset(datetime.datetime(2024, 1, 15)) == timedelta(hours=offset)
+
+
+@pytest.mark.parametrize("zone", ["utc", "america/new_york", "Mars/Base", "+100", "+19:00", "+01:60", " UTC", "",
+                                  "UTC+", "localtime", "posixrules"])
+def test_time_zone_option_refuses_what_spark_refuses(zone):
+    with pytest.raises(OptionError, match=f"option 'timeZone' = '{re.escape(zone)}': not a time zone"):
+        config(fileFormat="json", timeZone=zone)
+
+
+def test_zone_less_timestamps_read_in_the_time_zone(tmp_path):
+    """csv and json timestamp text without an offset (ISO, Spark's lenient text, timestampFormat) is
+    read in timeZone, a gap's time moved on by the gap and an overlap's at the earlier offset (as
+    Java's ZonedDateTime.of); text with an offset, timestamp_ntz and dates are not moved."""
+    new_york = {"timeZone": "America/New_York"}
+    texts = ["2024-01-15 10:00:00", "2024-07-01T12:00", "2024-03-10 02:30:00", "2024-11-03 01:30:00",
+             "2024-1-15 10:00:00.5", "2024-01-15T10:00:00+01:00", "2024-01-15T10:00:00Z"]
+    utc = datetime.timezone.utc
+    expected = [datetime.datetime(2024, 1, 15, 15, tzinfo=utc), datetime.datetime(2024, 7, 1, 16, tzinfo=utc),
+                datetime.datetime(2024, 3, 10, 7, 30, tzinfo=utc), datetime.datetime(2024, 11, 3, 5, 30, tzinfo=utc),
+                datetime.datetime(2024, 1, 15, 15, 0, 0, 500000, tzinfo=utc),
+                datetime.datetime(2024, 1, 15, 9, tzinfo=utc), datetime.datetime(2024, 1, 15, 10, tzinfo=utc)]
+    schema = StructType([StructField("t", TimestampType()), StructField("n", TimestampNTZType()),
+                         StructField("d", DateType())])
+    (tmp_path / "t.csv").write_text("".join(f"{t},2024-01-15 10:00:00,2024-01-15\n" for t in texts))
+    (tmp_path / "t.json").write_text("".join(json.dumps({"t": t, "n": "2024-01-15 10:00:00", "d": "2024-01-15"}) + "\n"
+                                             for t in texts))
+    for fmt in ("csv", "json"):
+        rows = read_all(str(tmp_path / f"t.{fmt}"), schema, fileFormat=fmt, **new_york)
+        assert [r["t"] for r in rows] == expected, fmt
+        assert {(r["n"], r["d"]) for r in rows} == {(datetime.datetime(2024, 1, 15, 10), datetime.date(2024, 1, 15))}
+    (tmp_path / "p.csv").write_text("15/01/2024 10:00\n10/03/2024 02:30 +05:30\n10/03/2024 02:30\n")
+    rows = read_all(str(tmp_path / "p.csv"), StructType([StructField("t", TimestampType())]), fileFormat="csv",
+                    timestampFormat="dd/MM/yyyy HH:mm[ XXX]", timeZone="-08:00")
+    assert [r["t"] for r in rows] == [datetime.datetime(2024, 1, 15, 18, tzinfo=utc),
+                                      datetime.datetime(2024, 3, 9, 21, tzinfo=utc),
+                                      datetime.datetime(2024, 3, 10, 10, 30, tzinfo=utc)]
+
+
+def test_partition_values_and_modified_times_are_read_in_the_time_zone(tmp_path):
+    """timeZone also gives the zone of timestamps in key=value directory names and of modifiedBefore /
+    modifiedAfter, as Spark's file index reads them: the latter compared with the file's time as the
+    zone's wall-clock time (Spark's ModifiedDateFilter), 10:00 in New York for 15:00 UTC."""
+    directory = tmp_path / "ts=2024-01-15 10%3A00%3A00"
+    directory.mkdir()
+    (directory / "f.json").write_text('{"a": 1}\n')
+    os.utime(directory / "f.json", (1705330800, 1705330800))  # 2024-01-15T15:00:00Z
+    schema = StructType([StructField("a", LongType()), StructField("ts", TimestampType())])
+    rows = read_all(str(tmp_path), schema, fileFormat="json", timeZone="America/New_York")
+    assert rows == [{"a": 1, "ts": datetime.datetime(2024, 1, 15, 15, tzinfo=datetime.timezone.utc)}]
+    listed = FileLister.of_source(config(fileFormat="json", timeZone="America/New_York",
+                                         modifiedAfter="2024-01-15T04:59:59"), [str(tmp_path)]).list()
+    assert len(listed) == 1
+    listed = FileLister.of_source(config(fileFormat="json", timeZone="America/New_York",
+                                         modifiedAfter="2024-01-15T05:00:00"), [str(tmp_path)]).list()
+    assert not listed

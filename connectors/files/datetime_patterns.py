@@ -10,6 +10,7 @@ and silently reads ``2024-02-30`` as March 1st, where Spark (a ``STRICT`` resolv
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
 
@@ -109,7 +110,7 @@ class DateTimePattern:
     """A Java date-time pattern that parses strings as Spark's csv and json readers do with
     ``dateFormat`` / ``timestampFormat``: the whole value must match, fields must be in range (no
     February 30th), missing fields default to 1970-01-01 00:00:00, ``hh`` without ``a`` is AM.
-    A value without an offset is read as UTC."""
+    A timestamp without an offset is read in the time zone :meth:`parse` is given."""
 
     def __init__(self, pattern: str):
         if not pattern:
@@ -146,9 +147,10 @@ class DateTimePattern:
     def of(pattern: str) -> DateTimePattern:
         return DateTimePattern(pattern)
 
-    def parse(self, text: pa.Array, kind: pa.DataType) -> pa.Array:
+    def parse(self, text: pa.Array, kind: pa.DataType, zone: datetime.tzinfo = datetime.timezone.utc) -> pa.Array:
         """``text`` (strings) as ``kind`` (a date or a timestamp): null where a value does not match
-        or is out of range. A zone-less timestamp type takes no value with an offset (as Spark)."""
+        or is out of range. A zone-less timestamp type takes no value with an offset (as Spark); a
+        timestamp value without one is read in ``zone``."""
         if isinstance(text, pa.ChunkedArray):
             text = text.combine_chunks()
         text = text.cast(pa.string())
@@ -216,6 +218,9 @@ class DateTimePattern:
             micros = pc.add(micros, digits.cast(pa.int64()))
         unit = pa.timestamp("us", kind.tz)
         stamps = pc.if_else(pc.fill_null(ok, False), micros, pa.scalar(None, pa.int64())).cast(unit)
+        if kind.tz is not None and zone is not datetime.timezone.utc:  # micros is the local time where no offset
+            local = local_instants(stamps.cast(pa.timestamp("us")), zone).cast(unit)
+            stamps = local if "offset" not in self.fields else pc.if_else(pc.equal(group("offset"), ""), local, stamps)
         return stamps.cast(kind)
 
     @staticmethod
@@ -229,6 +234,22 @@ class DateTimePattern:
         seconds = pc.add(pc.multiply(hours, 3600), pc.multiply(minutes, 60))
         signed = pc.if_else(pc.starts_with(text, "-"), pc.negate(seconds), seconds)
         return pc.if_else(valid, signed, pa.scalar(None, pa.int64()))
+
+
+def local_instants(local: pa.Array, zone: datetime.tzinfo) -> pa.Array:
+    """Zone-less timestamps as the instants they are in ``zone`` (a ``datetime.timezone`` or a
+    ``ZoneInfo``), of type timestamp with zone UTC: as Java's ``ZonedDateTime.of``, a time that a gap
+    skips is moved on by the gap, one that an overlap repeats takes the earlier offset."""
+    utc = pa.timestamp(local.type.unit, "UTC")
+    if zone is datetime.timezone.utc:
+        return local.cast(utc)
+    if isinstance(zone, datetime.timezone):
+        return pc.subtract(local, pa.scalar(zone.utcoffset(None), pa.duration(local.type.unit))).cast(utc)
+    # Arrow puts a time in a gap at the instant before the gap (the offset before it); Java moves
+    # it by that offset: that instant plus what the time is past the local time of it
+    before = pc.assume_timezone(local, zone.key, ambiguous="earliest", nonexistent="earliest")
+    past = pc.subtract(local, pc.local_timestamp(before))
+    return pc.add(before, past).cast(utc)
 
 
 def _days_from_civil(year, month, day) -> pa.Array:

@@ -202,7 +202,7 @@ class CsvParser:
                 if not self.as_text and types == {f.name: f.type for f in self.schema}:
                     return self._nulls(table, block), []
                 table = self._invalid(self._nulls(table, block), hex_ints)
-                typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for)
+                typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for, self.spec.zone)
                 if not bad_rows:
                     return typed, []
         except pa.ArrowInvalid:
@@ -220,7 +220,7 @@ class CsvParser:
         if lines is not None and len(lines) != table.num_rows:  # lines pyarrow splits otherwise (a lone \r)
             lines = None
         texts = self._records(original, skip) if lines is None else []  # where records may span lines
-        typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for)
+        typed, bad_rows = cast_or_mark(self._replace(table), self.schema, pattern_for, self.spec.zone)
         starts, ends = _line_bounds(original)
         bad = []
         for row in sorted(set(bad_rows) | skipped_rows.keys()):

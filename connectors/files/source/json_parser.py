@@ -71,7 +71,7 @@ class JsonParser:
         )
         if self.wire == self.schema:
             return table
-        columns = [_from_wire(column.combine_chunks(), field.type, self.pattern_for)
+        columns = [_from_wire(column.combine_chunks(), field.type, self.pattern_for, self.spec.zone)
                    for column, field in zip(table.columns, self.schema)]
         return pa.Table.from_arrays(columns, schema=self.read_schema)
 
@@ -452,14 +452,15 @@ def _wire_type(kind: pa.DataType, pattern_for: PatternFor = no_pattern) -> pa.Da
     return kind
 
 
-def _from_wire(column: pa.Array, kind: pa.DataType, pattern_for: PatternFor = no_pattern) -> pa.Array:
-    """``column``, read as ``_wire_type(kind, pattern_for)``, as ``kind``: ArrowInvalid where a
-    string is no date (or not of the pattern) or no base64."""
+def _from_wire(column: pa.Array, kind: pa.DataType, pattern_for: PatternFor = no_pattern,
+               zone: datetime.tzinfo = datetime.timezone.utc) -> pa.Array:
+    """``column``, read as ``_wire_type(kind, pattern_for)``, as ``kind`` (zone-less timestamps in
+    ``zone``): ArrowInvalid where a string is no date (or not of the pattern) or no base64."""
     if column.type == kind:
         return column
     pattern = pattern_for(kind)
     if pattern is not None:
-        parsed = pattern.parse(column, kind)
+        parsed = pattern.parse(column, kind, zone)
         if parsed.null_count != column.null_count:
             raise pa.ArrowInvalid(f"a value does not match the pattern {pattern.pattern!r}")
         return parsed
@@ -467,13 +468,13 @@ def _from_wire(column: pa.Array, kind: pa.DataType, pattern_for: PatternFor = no
         return column.cast(kind)  # ArrowInvalid where a value has more digits than the precision
     if pa.types.is_date(kind) or pa.types.is_timestamp(kind):  # Spark's lenient texts where a cast fails
         convert = (functools.partial(spark_date, days=True) if pa.types.is_date(kind)
-                   else spark_timestamp if kind.tz is not None else spark_timestamp_ntz)
-        converted, bad = cast_each(column, kind, convert)
+                   else functools.partial(spark_timestamp, zone=zone) if kind.tz is not None else spark_timestamp_ntz)
+        converted, bad = cast_each(column, kind, convert, zone)
         if bad:
             raise pa.ArrowInvalid(f"{column[bad[0]]} is no {kind}")
         return converted
     if pa.types.is_struct(kind):
-        children = [_from_wire(column.field(i), field.type, pattern_for) for i, field in enumerate(kind)]
+        children = [_from_wire(column.field(i), field.type, pattern_for, zone) for i, field in enumerate(kind)]
         return pa.StructArray.from_arrays(children, fields=list(kind), mask=column.is_null())
     if pa.types.is_map(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
         # from_arrays takes no null bitmap with sliced offsets: offsets from 0 over the values used
@@ -482,11 +483,11 @@ def _from_wire(column: pa.Array, kind: pa.DataType, pattern_for: PatternFor = no
         values = column.values.slice(first, last - first)
         if pa.types.is_map(kind):  # JSON keys are strings: "1" for an int key
             keys, key_type = values.field(0), kind.key_type
-            keys = (_from_wire(keys, key_type, pattern_for) if _wire_type(key_type, pattern_for) == pa.string()
+            keys = (_from_wire(keys, key_type, pattern_for, zone) if _wire_type(key_type, pattern_for) == pa.string()
                     else keys.cast(key_type))
-            items = _from_wire(values.field(1), kind.item_type, pattern_for)
+            items = _from_wire(values.field(1), kind.item_type, pattern_for, zone)
             return pa.MapArray.from_arrays(offsets, keys, items, kind, mask=mask)
-        values = _from_wire(values, kind.value_type, pattern_for)
+        values = _from_wire(values, kind.value_type, pattern_for, zone)
         return type(column).from_arrays(offsets, values, kind, mask=mask)
     try:
         return pa.array([None if v is None else base64.b64decode(v, validate=True) for v in column.to_pylist()], kind)

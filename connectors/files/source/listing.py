@@ -32,7 +32,7 @@ import fsspec
 from fsspec.utils import stringify_path
 
 from connectors.core.filesystem import filesystem, full_path, is_local
-from connectors.files.source.spark_texts import spark_timestamp
+from connectors.files.source.spark_texts import spark_timestamp, zone_id
 
 if TYPE_CHECKING:
     from connectors.files.source.options import FileSourceOptions
@@ -98,19 +98,26 @@ def _mtime_ms(info: dict[str, Any]) -> int:
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _micros(text: str) -> int:
-    return (spark_timestamp(text) - _EPOCH) // datetime.resolution
-
-
 def _file_filter(config: FileSourceOptions) -> Callable[[FileStatus], bool] | None:
     """Spark's modifiedBefore / modifiedAfter (strictly, in microseconds) and avro's ignoreExtension."""
     tests: list[Callable[[FileStatus], bool]] = []
+    zone = zone_id(config.time_zone)
+
+    def micros(text: str) -> int:
+        return (spark_timestamp(text, zone) - _EPOCH) // datetime.resolution
+
+    def modified(status: FileStatus) -> int:
+        # Spark's ModifiedDateFilter compares the zone's wall-clock time of it (fromUTCTime) with the
+        # threshold's instant: a zone's offset counts twice, as in Spark
+        offset = datetime.fromtimestamp(status.mtime_ms // 1000, zone).utcoffset()
+        return status.mtime_ms * 1000 + offset // datetime.resolution
+
     if config.modified_before is not None:
-        before = _micros(config.modified_before)
-        tests.append(lambda f: f.mtime_ms * 1000 < before)
+        before = micros(config.modified_before)
+        tests.append(lambda f: modified(f) < before)
     if config.modified_after is not None:
-        after = _micros(config.modified_after)
-        tests.append(lambda f: f.mtime_ms * 1000 > after)
+        after = micros(config.modified_after)
+        tests.append(lambda f: modified(f) > after)
     if not config.ignore_extension:
         tests.append(lambda f: f.path.endswith(".avro"))
     return (lambda f: all(test(f) for test in tests)) if tests else None

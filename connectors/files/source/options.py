@@ -27,7 +27,7 @@ from connectors.core.options import (
 from connectors.files import FORMAT
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import rebase
-from connectors.files.source.spark_texts import spark_timestamp
+from connectors.files.source.spark_texts import spark_timestamp, zone_id
 
 FORMATS = ("text", "csv", "json", "parquet", "avro")
 
@@ -82,7 +82,14 @@ def _modification_time(text: str) -> str:
     # kept as text, parsed again when listing: a time alone (10:00:00) is today's, as in Spark
     if spark_timestamp(text) is None:
         raise ValueError("not a timestamp; the expected format is YYYY-MM-DDTHH:mm:ss (as Spark), "
-                         "in UTC unless it has an offset or a zone")
+                         "in timeZone unless it has an offset or a zone")
+    return text
+
+
+def _time_zone(text: str) -> str:
+    if zone_id(text) is None:
+        raise ValueError("not a time zone: expected a region id (America/New_York), UTC, Z, or an offset "
+                         "(+01:00, -0800, GMT+1), as Spark")
     return text
 
 
@@ -101,11 +108,13 @@ class FileSourceOptions(AvroReadOptions, Options):
     )
     modified_before: str | None = option(
         "modifiedBefore", _modification_time, default=None,
-        doc="batch reads: only files modified before this time, e.g. 2024-05-01T08:00:00 (UTC unless an offset is given)",
+        doc="batch reads: only files modified before this time, e.g. 2024-05-01T08:00:00 (in timeZone unless an "
+            "offset is given)",
     )
     modified_after: str | None = option(
         "modifiedAfter", _modification_time, default=None,
-        doc="batch reads: only files modified after this time, e.g. 2024-05-01T08:00:00 (UTC unless an offset is given)",
+        doc="batch reads: only files modified after this time, e.g. 2024-05-01T08:00:00 (in timeZone unless an "
+            "offset is given)",
     )
     file_name_only: bool = option(
         "fileNameOnly", parse_bool, default=False,
@@ -285,11 +294,16 @@ class FileSourceOptions(AvroReadOptions, Options):
     )
     timestamp_format: str | None = option(
         "timestampFormat", _date_time_pattern, default=None,
-        doc="csv/json: Java pattern of timestamp values, e.g. yyyy-MM-dd'T'HH:mm:ss.SSSXXX (no offset: UTC)",
+        doc="csv/json: Java pattern of timestamp values, e.g. yyyy-MM-dd'T'HH:mm:ss.SSSXXX (no offset: timeZone)",
     )
     timestamp_ntz_format: str | None = option(
         "timestampNTZFormat", _date_time_pattern, default=None,
         doc="csv/json: Java pattern of timestamp_ntz values, e.g. dd/MM/yyyy HH:mm (no offset allowed)",
+    )
+    time_zone: str = option(
+        "timeZone", _time_zone, default="UTC",
+        doc="csv/json timestamp values, partition directory values, modifiedBefore/After: the zone of text without "
+            "an offset, e.g. America/New_York or +01:00 (Spark's default is the session zone, not told to Python)",
     )
     file_path_column: str | None = option(
         "filePathColumn", default=None, doc="name of a string column receiving each record's file path"

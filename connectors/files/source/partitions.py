@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 from connectors.core.filesystem import filesystem, full_path
 from connectors.core.options import OptionError
 from connectors.files import FORMAT, partition_directories
+from connectors.files.datetime_patterns import local_instants
 from connectors.files.source.listing import is_glob
 
 
@@ -162,14 +163,17 @@ def _wider(left: DataType | None, right: DataType | None) -> DataType | None:
     return StringType()
 
 
-def column(raw: str | None, rows: int, kind: pa.DataType, path: str, name: str) -> pa.Array:
-    """``rows`` copies of a partition value as the schema's type; a value that is not of it fails,
-    naming the file (as Spark's spark.sql.sources.validatePartitionColumns does)."""
+def column(raw: str | None, rows: int, kind: pa.DataType, path: str, name: str,
+           zone: datetime.tzinfo = datetime.timezone.utc) -> pa.Array:
+    """``rows`` copies of a partition value as the schema's type (a timestamp read in ``zone``); a
+    value that is not of it fails, naming the file (as Spark's spark.sql.sources.validatePartitionColumns
+    does)."""
     if raw is None:
         return pa.nulls(rows, kind)
     try:
-        if pa.types.is_timestamp(kind):  # zone-less text is UTC, as the csv and json readers read it
-            value = pa.array([raw]).cast(pa.timestamp(kind.unit)).cast(kind)
+        if pa.types.is_timestamp(kind):
+            value = pa.array([raw]).cast(pa.timestamp(kind.unit))
+            value = (local_instants(value, zone) if kind.tz is not None else value).cast(kind)
         elif pa.types.is_date(kind):
             value = pa.array([datetime.date.fromisoformat(raw)], kind)
         else:

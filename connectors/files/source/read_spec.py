@@ -4,6 +4,7 @@ the driver (``schema.read_spec``) and shipped with every partition."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ import pyarrow as pa
 
 from connectors.files.datetime_patterns import DateTimePattern
 from connectors.files.source import partitions
+from connectors.files.source.spark_texts import zone_id
 
 
 def _not_a_number(word: str) -> Any:
@@ -74,6 +76,7 @@ class ReadSpec:
     date_format: str | None = None  # csv/json: Java patterns of date, timestamp, timestamp_ntz values
     timestamp_format: str | None = None
     timestamp_ntz_format: str | None = None
+    time_zone: str = "UTC"  # timeZone: of zone-less timestamp text in values and in directory names
     multi_line: bool = False
     avro_schema: str | None = None  # avroSchema: the reader schema files are resolved to
     union_prefix: str | None = None  # avro: stable identifiers of union members (None: member0, ...)
@@ -89,6 +92,10 @@ class ReadSpec:
         """The columns that come from the file's content."""
         special = {self.corrupt_column, self.path_column, self.mtime_column, *(n for n, _ in self.partition_values)}
         return pa.schema([f for f in self.schema if f.name not in special])
+
+    @property
+    def zone(self) -> datetime.tzinfo:
+        return zone_id(self.time_zone)
 
     def pattern_for(self, kind: pa.DataType) -> DateTimePattern | None:
         """The pattern values of ``kind`` are written in, if an option gives one."""

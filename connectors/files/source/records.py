@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import datetime
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.files.datetime_patterns import local_instants
 from connectors.files.source.read_spec import PatternFor
 from connectors.files.source.spark_texts import spark_text_value
 
@@ -41,21 +43,21 @@ class Malformed:
     columns: int = 0  # csv: how many values it has, where not the schema's count
 
 
-def cast_array(array: pa.Array, target: pa.DataType) -> pa.Array:
-    """Cast, reading zone-less timestamp strings as UTC (Spark would use the session zone)."""
+def cast_array(array: pa.Array, target: pa.DataType, zone: datetime.tzinfo = datetime.timezone.utc) -> pa.Array:
+    """Cast, reading zone-less timestamp strings in ``zone`` (the timeZone option)."""
     if array.type == target:
         return array
     zone_less = pa.types.is_timestamp(target) and target.tz is not None and pa.types.is_string(array.type)
     if zone_less and _zone_less(array):  # first as zone-less text: a cast that fails costs a whole parse
         try:
-            return array.cast(pa.timestamp(target.unit)).cast(target)
+            return local_instants(array.cast(pa.timestamp(target.unit)), zone).cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     try:
         return array.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         if zone_less:
-            return array.cast(pa.timestamp(target.unit)).cast(target)
+            return local_instants(array.cast(pa.timestamp(target.unit)), zone).cast(target)
         raise
 
 
@@ -70,20 +72,22 @@ def _zone_less(array: pa.Array) -> bool:
     return True
 
 
-def cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) -> tuple[pa.Table, list[int]]:
+def cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor,
+                 zone: datetime.tzinfo = datetime.timezone.utc) -> tuple[pa.Table, list[int]]:
     """Cast string columns to ``schema``, dates and timestamps by the pattern ``pattern_for`` gives
-    them, if any; values that do not convert make their row malformed."""
+    them, if any, zone-less timestamps in ``zone``; values that do not convert make their row malformed."""
     bad: set[int] = set()
     columns = []
     for field in schema:
         column = table.column(field.name).combine_chunks()
         pattern = pattern_for(field.type) if column.type != field.type else None
         if pattern is not None:  # vectorised: a value that does not match is null
-            parsed = pattern.parse(column, field.type)
+            parsed = pattern.parse(column, field.type, zone)
             bad.update(pc.indices_nonzero(pc.and_(column.is_valid(), parsed.is_null())).to_pylist())
             columns.append(parsed)
             continue
-        converted, failed = cast_each(column, field.type, lambda text, kind=field.type: spark_text_value(text, kind))
+        converted, failed = cast_each(
+            column, field.type, lambda text, kind=field.type: spark_text_value(text, kind, zone), zone)
         bad.update(failed)
         columns.append(converted)
     return pa.Table.from_arrays(columns, schema=schema), sorted(bad)
@@ -92,26 +96,27 @@ def cast_or_mark(table: pa.Table, schema: pa.Schema, pattern_for: PatternFor) ->
 _RUN = 512  # values cast together by cast_each, where some value does not cast
 
 
-def cast_each(column: pa.Array, target: pa.DataType, convert: Callable[[str], Any]) -> tuple[pa.Array, list[int]]:
+def cast_each(column: pa.Array, target: pa.DataType, convert: Callable[[str], Any],
+              zone: datetime.tzinfo = datetime.timezone.utc) -> tuple[pa.Array, list[int]]:
     """``column`` cast to ``target`` as :func:`cast_array` does, and the indices of the values that
     do not convert. Runs of values are cast together; in a run that does not cast, each value is cast
     alone, or where it does not, converted by ``convert`` (Spark's text of it; None if none)."""
     try:
-        return cast_array(column, target), []
+        return cast_array(column, target, zone), []
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     parts, bad = [], []
     for start in range(0, len(column), _RUN):
         run = column.slice(start, _RUN)
         try:
-            parts.append(cast_array(run, target))
+            parts.append(cast_array(run, target, zone))
             continue
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
         values = []
         for row, value in enumerate(run.to_pylist(), start):
             try:
-                values.append(cast_array(pa.array([value], column.type), target)[0].as_py())
+                values.append(cast_array(pa.array([value], column.type), target, zone)[0].as_py())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 as_spark = convert(value) if isinstance(value, str) else None
                 if as_spark is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import re
 import zoneinfo
 from typing import Any
@@ -64,9 +65,9 @@ def java_double(text: str) -> float | None:
     return float.fromhex(text) if "x" in text.lower() else float(text)
 
 
-def _zone(name: str | None) -> datetime.tzinfo | None:
-    """The zone a timestamp text names (UTC if none, as ISO text is read here); None if unknown."""
-    name = (name or "Z").strip()
+def _zone(name: str) -> datetime.tzinfo | None:
+    """The zone a timestamp text names; None if unknown."""
+    name = name.strip()
     if name in ("Z", "UTC", "GMT", "UT"):
         return datetime.timezone.utc
     offset = _ZONE_OFFSET.fullmatch(name)
@@ -74,16 +75,57 @@ def _zone(name: str | None) -> datetime.tzinfo | None:
         sign, hours, minutes, seconds = offset.groups()
         delta = datetime.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
         return datetime.timezone(-delta if sign == "-" else delta) if delta < datetime.timedelta(hours=19) else None
-    try:
-        return zoneinfo.ZoneInfo(_JAVA_SHORT_ZONE_IDS.get(name, name))
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    return _region(_JAVA_SHORT_ZONE_IDS.get(name, name))
+
+
+# Java's ZoneOffset.of: +h, +hh, +hhmm, +hh:mm, +hhmmss, +hh:mm:ss
+_JAVA_OFFSET = re.compile(r"[+-](?:[0-9]{1,2}|[0-9]{2}:?[0-9]{2}|[0-9]{2}:[0-9]{2}:[0-9]{2}|[0-9]{6})")
+_JAVA_REGION = re.compile(r"[A-Za-z][A-Za-z0-9~/._+-]+")
+
+
+@functools.cache
+def _regions() -> frozenset[str]:
+    # the tz database's zones, but for files Java's has no id of
+    return frozenset(zoneinfo.available_timezones()) - {"Factory", "localtime", "posixrules"}
+
+
+def _region(name: str) -> datetime.tzinfo | None:
+    return zoneinfo.ZoneInfo(name) if _JAVA_REGION.fullmatch(name) and name in _regions() else None
+
+
+def _java_offset(text: str) -> datetime.tzinfo | None:
+    if not _JAVA_OFFSET.fullmatch(text):
         return None
+    digits = text[1:].replace(":", "").zfill(2)
+    hours, minutes, seconds = (int(digits[i:i + 2] or 0) for i in (0, 2, 4))
+    if hours > 18 or minutes > 59 or seconds > 59 or (hours == 18 and (minutes or seconds)):
+        return None
+    delta = datetime.timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    return datetime.timezone(-delta if text[0] == "-" else delta)
 
 
-def spark_timestamp(text: str) -> datetime.datetime | None:
+@functools.lru_cache(maxsize=16)
+def zone_id(text: str) -> datetime.tzinfo | None:
+    """The zone Spark's ``timeZone`` option names (``DateTimeUtils.getZoneId``: Java's ``ZoneId.of``
+    with ``SHORT_IDS``, after mending ``+h:mm`` and ``+hh:m``): a region id (``America/New_York``),
+    ``Z``, ``UTC``, ``GMT``, ``UT``, an offset (``+01:00``, ``-0530``, ``+1``), maybe after ``UTC``,
+    ``GMT`` or ``UT``; None if it names none."""
+    text = re.sub(r"([+-])([0-9]):", r"\g<1>0\2:", text, count=1)
+    text = re.sub(r"([+-][0-9]{2}):([0-9])$", r"\1:0\2", text, count=1)
+    text = _JAVA_SHORT_ZONE_IDS.get(text, text)
+    if text in ("Z", "UTC", "GMT", "UT"):
+        return datetime.timezone.utc
+    if text[:1] in ("+", "-"):
+        return _java_offset(text)
+    prefix = next((p for p in ("UTC", "GMT", "UT") if text.startswith(p) and text[len(p):][:1] in ("+", "-")), None)
+    return _java_offset(text[len(prefix):]) if prefix else _region(text)
+
+
+def spark_timestamp(text: str, zone: datetime.tzinfo = datetime.timezone.utc) -> datetime.datetime | None:
     """``text`` as Spark's default timestamp parser reads it (``2024``, ``2024-2-3 1:2``,
-    ``10:00:00`` today, ``...:00.5 Europe/Paris``), an instant; None if it reads none (or a year
-    Python's datetime does not hold, past 9999)."""
+    ``10:00:00`` today, ``...:00.5 Europe/Paris``), an instant, in ``zone`` unless it names one
+    (a time a gap skips moved on by the gap, one an overlap repeats at the earlier offset, as Java);
+    None if it reads none (or a year Python's datetime does not hold, past 9999)."""
     text = text.strip(_JAVA_TRIMMED)
     match = _LENIENT_TIMESTAMP_TEXT.fullmatch(text)
     if match is None:
@@ -93,7 +135,7 @@ def spark_timestamp(text: str) -> datetime.datetime | None:
         return None  # a number alone is no time
     if match["zone"] and (time is None or time.count(":") != 2):
         return None  # Spark takes a zone only after the seconds
-    zone = _zone(match["zone"])
+    zone = _zone(match["zone"]) if match["zone"] else zone
     if zone is None:
         return None
     clock, _, fraction = (time or "0").partition(".")
@@ -164,9 +206,9 @@ def spark_decimal(text: str, kind: pa.DataType) -> decimal.Decimal | None:
     return None if value and value.adjusted() >= whole_digits else value
 
 
-def spark_text_value(text: str, kind: pa.DataType) -> Any:
-    """A csv value pyarrow did not convert to ``kind``, as Spark's csv reader reads it; None if it
-    reads none."""
+def spark_text_value(text: str, kind: pa.DataType, zone: datetime.tzinfo = datetime.timezone.utc) -> Any:
+    """A csv value pyarrow did not convert to ``kind``, as Spark's csv reader reads it (a zone-less
+    timestamp in ``zone``); None if it reads none."""
     if pa.types.is_integer(kind):
         value = java_integer(text, kind.bit_width)
     elif pa.types.is_floating(kind):
@@ -178,7 +220,7 @@ def spark_text_value(text: str, kind: pa.DataType) -> Any:
     elif pa.types.is_date(kind):
         return spark_date(text)  # days, which pa.array takes for a date (of years Python's date has not too)
     elif pa.types.is_timestamp(kind):
-        value = spark_timestamp(text) if kind.tz is not None else spark_timestamp_ntz(text)
+        value = spark_timestamp(text, zone) if kind.tz is not None else spark_timestamp_ntz(text)
     else:
         value = None
     try:

@@ -172,7 +172,8 @@ class BatchBuilder:
         partition_values = dict(self.spec.partition_values)
         for field in self.spec.schema:
             if field.name in partition_values:
-                arrays.append(partitions.column(partition_values[field.name], rows, field.type, self.split.path, field.name))
+                arrays.append(partitions.column(partition_values[field.name], rows, field.type, self.split.path,
+                                                field.name, self.spec.zone))
             elif field.name == self.spec.path_column:
                 arrays.append(pa.array([self.split.path] * rows, field.type))
             elif field.name == self.spec.mtime_column:
