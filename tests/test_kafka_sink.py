@@ -539,7 +539,6 @@ def test_a_replay_that_lost_a_partition_fails_instead_of_duplicating_silently(sp
                                                               1_000_000])
 
 
-
 def test_a_restart_in_the_same_application_with_fewer_partitions_fails_the_batch(spark, kafka_bootstrap, unique,
                                                                                 tmp_path):
     """Batch 1 fails after partition 1 committed and before partition 0 wrote anything; the query
@@ -584,6 +583,7 @@ def test_a_restart_in_the_same_application_with_fewer_partitions_fails_the_batch
     assert ("batch 1 was re-executed with 1 Spark partitions, but in an earlier attempt partition 1 committed 1000 "
             "records of it") in run(numbers.coalesce(1))
     assert values(consume(kafka_bootstrap, topic)) == sorted([*range(4000), *range(3000, 4000)])
+
 
 # --- failures ----------------------------------------------------------------------------------
 
