@@ -13,6 +13,7 @@ from compress import compressing
 from connectors.core.checkpoint import read_checkpoint
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
+from pyspark.sql.types import StructType
 
 SCHEMA = "id long, file string"
 
@@ -312,7 +313,7 @@ def _same_rows(spark, fmt, path, schema, **options):
     """Our rows and Spark's own reader's, on the same files with the same options."""
     def read(reader):
         reader = reader.options(**options)
-        return (reader.schema(schema) if schema else reader).load(str(path))
+        return (reader.schema(schema) if schema is not None else reader).load(str(path))
 
     ours = read(spark.read.format("connectors.files").option("fileFormat", fmt))
     theirs = read(spark.read.format(fmt))
@@ -593,20 +594,23 @@ def test_json_timestamp_strings_inferred_with_infer_timestamp_as_spark_does(spar
         "i:string,j:string>")
 
 
-@pytest.mark.parametrize("content, options", [
-    ('{"a":{}}\n{}\n', {}),
-    ("[]\n", {}),
-    ('{"a":null}\n{"a":null}\n', {"dropFieldIfAllNull": "true"}),
-    ('{"a":[]}\n{"b":[null]}\n{"c":""}\n', {"dropFieldIfAllNull": "true"}),
-])
-def test_json_inference_finding_no_field_fails_clearly(spark, tmp_path, content, options):
-    """Spark infers struct<> (an empty row per record), which this source's reader does not make: an
-    error naming the option or the files, and that no field was found."""
-    (tmp_path / "n.json").write_text(content)
-    assert spark.read.options(**options).json(str(tmp_path / "n.json")).schema.simpleString() == "struct<>"
-    option = "dropFieldIfAllNull' = 'true'" if options else "path' = '.*n.json'"
-    with pytest.raises(Exception, match=f"option '{option}: cannot infer a schema: no field found in the JSON records"):
-        spark.read.format("connectors.files").options(fileFormat="json", **options).load(str(tmp_path / "n.json")).schema
+@pytest.mark.parametrize("files, schema, options", [
+    ({"n.json": '{"a":{}}\n{}\n\n[{}, {"b":{}}]\n[]\nnull\n'}, None, {}),
+    ({"n.json": '{"a":null}\n{"b":""}\n{"c":[]}\n{"d":[null]}\n{bad\n[{}, 1]\n'}, None,
+     {"dropFieldIfAllNull": "true", "mode": "DROPMALFORMED"}),
+    ({"n.json": '{"a":1}\n{"b":2}\n{"c":3}\n'}, None, {"samplingRatio": "0.01"}),  # every line sampled out
+    ({"a=1/n.json": "{}\n{}\n", "a=2/n.json": '{"b":null}\n'}, None, {"dropFieldIfAllNull": "true"}),
+    ({"n.json": '[{},\n{"a":{}}]'}, None, {"multiLine": "true"}),
+    ({"n.json": '{"a":1}\n{bad\n\n{}\n[{},{}]\n[]\n'}, StructType([]), {}),
+    ({"n.json": '{"a":1}\n{bad\n\n{}\n[{},{}]\n[]\n'}, StructType([]), {"mode": "DROPMALFORMED"}),
+])  # fmt: skip
+def test_json_with_no_field_reads_a_row_per_record_as_spark_does(spark, tmp_path, files, schema, options):
+    """Inference that finds no field gives struct<> (with the partition columns, if any), as a schema
+    of no column given does: a row of no column per record, as Spark's reader."""
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(content)
+    assert _same_rows(spark, "json", tmp_path, schema, **options)
 
 
 @pytest.mark.parametrize("content, schema, options", [

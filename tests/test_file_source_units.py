@@ -219,6 +219,20 @@ def test_malformed_records_in_each_mode(tmp_path, fmt, content, bad_line):
         read_all(str(path), AB, fileFormat=fmt, mode="failfast")
 
 
+@pytest.mark.parametrize("content, options, rows", [
+    ('{"a":1}\n{bad\n\n{}\n[{},{}]\n[]\nnull\n', {}, 6),
+    ('{"a":1}\n{bad\n\n{}\n[{},{}]\n[1]\n', {"mode": "DROPMALFORMED"}, 4),
+    ('[{},\n{"a": 1}]', {"multiLine": "true"}, 2),
+])  # fmt: skip
+def test_json_of_no_column_reads_a_row_per_record(tmp_path, content, options, rows):
+    """Spark's struct<>: batches of no column still hold their rows (a malformed one as in any schema)."""
+    (tmp_path / "n.json").write_text(content)
+    spec = read_spec(config(fileFormat="json", **options), [str(tmp_path)], StructType([]))
+    batches = list(read_partition(spec, plan([status(tmp_path / "n.json")], config(fileFormat="json"))[0]))
+    assert [b.num_columns for b in batches] == [0] * len(batches)
+    assert sum(b.num_rows for b in batches) == rows
+
+
 def test_csv_malformed_records_after_a_blank_line_keep_their_own_text(tmp_path):
     """pyarrow numbers records without blank lines: a record it skips is put back by that number,
     each row with its own text."""

@@ -68,9 +68,10 @@ def reader(options, schema: StructType) -> DataSourceReader:
 def stream_reader(options, schema: StructType) -> DataSourceStreamReader:
     config = FileSourceOptions.from_options(options)
     paths = parse_paths(options)
-    if config.file_format in ("csv", "json") and is_inferred(schema):
+    # an empty schema may be json's inferred struct<>, which carries no mark
+    if config.file_format in ("csv", "json") and (is_inferred(schema) or not schema.fields):
         raise OptionError(FORMAT, "fileFormat", config.file_format,
-                          "a stream of csv or json files needs a schema: spark.readStream.schema(...)")
+                          "a stream of csv or json files needs a schema with a column: spark.readStream.schema(...)")
     for name, value in (("modifiedBefore", config.modified_before), ("modifiedAfter", config.modified_after)):
         if value is not None:
             raise config.error(name, "is not allowed in file stream sources (as in Spark): a stream reads each new "

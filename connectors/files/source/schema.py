@@ -131,7 +131,7 @@ class SchemaInference:
         found = partitions.infer(partition_bases(self.config, self.paths), (f.path for f in files))
         names = {f.name for f in found}
         schema = StructType([StructField(f.name, f.dataType, True) for f in fields if f.name not in names] + found)
-        if self.config.file_format != "text":
+        if self.config.file_format != "text" and schema.fields:  # (json's struct<> is not marked)
             schema.fields[0].metadata = {INFERRED: True}
         return self._with_metadata_columns(schema)
 
@@ -210,16 +210,6 @@ class SchemaInference:
         if corrupt and self.config.mode == "PERMISSIVE":
             name = self.config.column_name_of_corrupt_record
             fields = sorted([f for f in fields if f.name != name] + [StructField(name, StringType())], key=lambda f: f.name)
-        if not fields:
-            # Spark infers struct<>, an empty row per record, which this source's reader does not make
-            dropped = config.drop_field_if_all_null and isinstance(inferred, StructType) and bool(inferred.fields)
-            option, value = ("dropFieldIfAllNull", "true") if dropped else ("path", ", ".join(f.path for f in files))
-            sampled = f" (samplingRatio {config.sampling_ratio})" if lines is not None else ""
-            raise OptionError(FORMAT, option, value, f"cannot infer a schema: no field found in the JSON records "
-                              f"sampled{sampled} (empty objects and arrays, fields only ever {{}}, and with "
-                              "dropFieldIfAllNull fields only ever null, \"\", [] or [null], leave none); Spark "
-                              "infers struct<> there, rows with no column, which this source does not read: "
-                              "give a schema with .schema(...)")
         return arrow_schema(StructType(fields))
 
     def _csv(self, files: list[FileStatus]) -> pa.Schema:
@@ -638,6 +628,6 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
     if config.file_format == "text" and (data.names != ["value"] or data.field("value").type != pa.string()):
         raise OptionError(FORMAT, "fileFormat", "text",
                           "the text format has one column, value string, besides partition columns")
-    if not data.names:
+    if not data.names and config.file_format != "json":  # json's is struct<>, a row per record, as in Spark
         raise OptionError(FORMAT, "fileFormat", config.file_format, "the schema has no data column")
     return spec

@@ -191,6 +191,8 @@ class BatchBuilder:
                     "(a missing value or a malformed record), which the schema declares not nullable: declare it "
                     "nullable (Spark's own file sources read every column as nullable)"
                 )
+        if not arrays:  # json's struct<>: a row per record still, which a batch of no arrays would not hold
+            return pa.RecordBatch.from_struct_array(pa.nulls(rows, pa.struct([])))
         return pa.RecordBatch.from_arrays(arrays, schema=self.spec.schema)
 
     def skipped(self, message: str) -> pa.RecordBatch:
