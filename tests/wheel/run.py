@@ -9,9 +9,10 @@ editable install.
    startup hook) and ``examples/numbers_to_files.py``.
 
 ``--spark VERSION`` (repeatable; ``make compat-test``) instead installs the wheel with its ``dev``
-extra and ``pyspark==VERSION`` into one fresh environment per Spark line and runs the tests
-marked ``smoke`` there (every format read and written, a crash test), from a copy of ``tests/``
-outside the source tree. The whole suite runs on the newest Spark (``make test``).
+extra and ``pyspark==VERSION`` into one fresh environment per Spark line (all installed at once)
+and runs the tests marked ``smoke`` in each, one line after the other (every format read and
+written, a crash test), from a copy of ``tests/`` outside the source tree. The whole suite runs on
+the newest Spark (``make test``).
 
 Kafka and PostgreSQL come from ``python -m connectors.testing.services start`` of the installed
 package (or ``KAFKA_BOOTSTRAP_SERVERS`` / ``POSTGRES_DSN`` when set). Run with the development
@@ -33,6 +34,7 @@ import tempfile
 import time
 import tomllib
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,7 +128,7 @@ def fresh_venv(wheel: Path, where: Path, extras: str = "", *more: str) -> Path:
     cache after the first run."""
     run(sys.executable, "-m", "venv", where)
     python = where / "bin" / "python"
-    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"{wheel}{extras}", *more)
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile", f"{wheel}{extras}", *more)
     say(f"installed {wheel.name}{extras} {' '.join(more)} into a fresh venv at {where}")
     return python
 
@@ -166,10 +168,19 @@ def wheel_test(wheel: Path, work: Path) -> None:
         fail(f"{EXAMPLE.name} printed {out.stdout!r}, stderr:\n{out.stderr[-3000:]}")
 
 
-def compat_test(wheel: Path, work: Path, spark_version: str) -> None:
+def compat_venvs(wheel: Path, work: Path, spark_versions: list[str]) -> dict[str, Path]:
+    """One fresh venv per Spark line, installed side by side: each pip run mostly waits on the
+    network and on building pyspark's wheel from its sdist, so two together take little longer
+    than one."""
+    with ThreadPoolExecutor(len(spark_versions)) as pool:
+        pythons = {v: pool.submit(fresh_venv, wheel, work / f"venv-{v}", "[dev]", f"pyspark=={v}")
+                   for v in spark_versions}
+    return {v: future.result() for v, future in pythons.items()}
+
+
+def compat_test(python: Path, work: Path, spark_version: str) -> None:
     """The ``smoke`` tests with the installed wheel on ``pyspark==spark_version``."""
     started = time.monotonic()
-    python = fresh_venv(wheel, work / f"venv-{spark_version}", "[dev]", f"pyspark=={spark_version}")
     env = run_env(python)
     outside = work / f"run-{spark_version}"  # pyproject.toml for pytest's settings, tests/, no package
     shutil.copytree(ROOT / "tests", outside / "tests", ignore=shutil.ignore_patterns("wheel", "__pycache__"))
@@ -196,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         wheel = build(work)
         check_names(wheel)
         if args.spark:
-            for version in args.spark:
-                compat_test(wheel, work, version)
+            for version, python in compat_venvs(wheel, work, args.spark).items():
+                compat_test(python, work, version)
         else:
             wheel_test(wheel, work)
     except subprocess.CalledProcessError as exc:
