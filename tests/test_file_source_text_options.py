@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import itertools
 import json
 
 import pytest
@@ -105,6 +106,37 @@ def test_csv_limits_and_header_check_as_spark(spark, tmp_path):
     for option, value in [("maxColumns", "2"), ("maxCharsPerColumn", "2")]:
         assert rows(ours(spark, "csv", path, "a int, b int", **{option: value})) == rows(
             spark.read.option(option, value).schema("a int, b int").csv(str(path)))
+
+
+def test_csv_limits_on_headers_and_inference_as_spark(spark, tmp_path):
+    """A header, the first line, or a line sampled for inference past maxColumns or maxCharsPerColumn
+    fails the read in any mode, with a schema or not, enforceSchema or not, as Spark's parser does: the
+    error names the option and the file."""
+    (tmp_path / "wide.csv").write_text("a,b,c\n1,2\n")
+    (tmp_path / "long.csv").write_text("aaa,b\n1,2\n")
+    (tmp_path / "wide_data.csv").write_text("a,b\n1,2,3\n")
+    (tmp_path / "long_data.csv").write_text("a,b\n1,222\n")
+    no_schema = [{"header": "true"}, {"header": "true", "inferSchema": "true"}, {"inferSchema": "true"}]
+    checked = [{"header": "true", "enforceSchema": enforce} for enforce in ("true", "false")]
+    modes = itertools.cycle(["PERMISSIVE", "DROPMALFORMED", "FAILFAST"])  # each case in one: checked in all alike
+    for name, option, value, schema, cases in [
+        ("wide", "maxColumns", "2", None, no_schema), ("long", "maxCharsPerColumn", "2", None, no_schema[:1]),
+        ("wide_data", "maxColumns", "2", None, no_schema[1:2]),
+        ("long_data", "maxCharsPerColumn", "2", None, no_schema[1:2]),
+        ("wide", "maxColumns", "2", "x int, y int", checked),
+        ("long", "maxCharsPerColumn", "2", "x int, y int", checked[1:]),
+    ]:
+        path = tmp_path / f"{name}.csv"
+        for options in cases:
+            options = {option: value, "mode": next(modes), **options}
+            with pytest.raises(Exception, match=f"{option}'? = {value}.*{path.name}|{path.name}.*{option} = {value}"):
+                ours(spark, "csv", path, schema, **options).collect()
+            reader = spark.read.options(**options)
+            with pytest.raises(Exception, match="MALFORMED_CSV_RECORD"):
+                (reader.schema(schema) if schema else reader).csv(str(path)).collect()
+    within = {"header": "true", "inferSchema": "true", "maxColumns": "3", "maxCharsPerColumn": "3"}
+    assert rows(ours(spark, "csv", tmp_path / "wide.csv", **within)) == rows(
+        spark.read.options(**within).csv(str(tmp_path / "wide.csv")))
 
 
 def test_inference_options_as_spark(spark, tmp_path):

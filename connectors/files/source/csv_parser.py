@@ -109,10 +109,17 @@ class CsvParser:
         return table
 
     def _check_header(self, line: str) -> None:
-        """enforceSchema=false: the header names the schema's columns, in order, in any case (Spark's
-        CSVHeaderChecker, spark.sql.caseSensitive off)."""
+        """The header within maxColumns and maxCharsPerColumn, as Spark's parser takes it whatever the mode
+        and enforceSchema; with enforceSchema=false, naming the schema's columns, in order, in any case
+        (Spark's CSVHeaderChecker, spark.sql.caseSensitive off)."""
         header, names = header_tokens(line.removeprefix("\ufeff"), self.spec.separator, self.spec.quote,
                                        self.cr_data), self.schema.names
+        past = past_limits(len(header), max(map(len, header), default=0), self.spec.max_columns,
+                           self.spec.max_chars_per_column)
+        if past:
+            raise CsvRecordError(f"the header has {past[1]}: {line[:200]!r}")
+        if self.spec.enforce_schema:
+            return
         if len(header) != len(names):
             raise CsvRecordError(f"the header has {len(header)} columns, the schema {len(names)} (enforceSchema=false)."
                                  f" Header: {', '.join(header)}; schema: {', '.join(names)}")
@@ -181,7 +188,7 @@ class CsvParser:
         if self.blank_lines_first:
             block = blanked_lines(block)
         skip = header_lines(block, _JAVA_SPACE if self.blank_lines else b"\r") if first_block and self.spec.header else 0
-        if skip and not self.spec.enforce_schema:
+        if skip:
             self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
         block = self.literal_escapes(block)
         block, cr = cr_stand_in(block, self.special) if self.cr_data else (block, None)
@@ -351,6 +358,17 @@ def header_tokens(line: str, separator: str, quote: str, cr_data: bool = False) 
     stand_in = next(c for c in map(chr, range(0xE000, 0xF900)) if c not in line)  # csv.reader ends a line at \r
     tokens = next(csv.reader([line.replace("\r", stand_in)], delimiter=separator, quotechar=quote), [])
     return [token.replace(stand_in, "\r") for token in tokens]
+
+
+def past_limits(values: int, longest: int, max_columns: int, max_chars: int) -> tuple[str, str] | None:
+    """Which of maxColumns and maxCharsPerColumn records of up to ``values`` values, of up to ``longest``
+    characters, pass (the option, and how); None for neither. Spark's parser fails any such record, header
+    or line sampled for inference too, whatever the mode."""
+    if values > max_columns:
+        return "maxColumns", f"{values} values, more than maxColumns = {max_columns}"
+    if 0 <= max_chars < longest:
+        return "maxCharsPerColumn", f"a value of {longest} characters, more than maxCharsPerColumn = {max_chars}"
+    return None
 
 
 def cr_stand_in(block: bytes, special: str) -> tuple[bytes, str | None]:

@@ -55,6 +55,7 @@ from connectors.files.source.csv_parser import (
     header_lines,
     header_tokens,
     literal_escapes,
+    past_limits,
     white_space_trimmer,
 )
 from connectors.files.source.json_parser import document_records, line_encoding_problem, strict_json
@@ -225,7 +226,17 @@ class SchemaInference:
         first = header_lines(first_sample, blank) - 1
         first_line = first_sample.split(b"\n", first + 1)[first].decode(config.encoding, "replace").removeprefix("\ufeff")
         cr_data = config.line_sep is not None and "\r" not in config.line_sep  # \r is data then, as in Spark
+
+        def check_limits(file: FileStatus, records: list[list[str]], longest: int = 0) -> None:
+            """Spark's parser fails the inference on a record past maxColumns or maxCharsPerColumn, in any mode."""
+            longest = max([longest, *(len(value) for values in records for value in values)])
+            past = past_limits(max(map(len, records), default=0), longest, config.max_columns,
+                               config.max_chars_per_column)
+            if past:
+                raise config.error(past[0], f"cannot infer a schema: a record of {file.path} has {past[1]}")
+
         tokens = header_tokens(first_line, config.separator, config.quote, cr_data)
+        check_limits(files[0], [tokens])  # the header, or the first line: parsed whatever inferSchema
         names = _safe_header(tokens, config.null_value) if config.header else [f"_c{i}" for i in range(len(tokens))]
         if not config.infer_schema:
             return pa.schema([(name, pa.string()) for name in names])
@@ -241,6 +252,7 @@ class SchemaInference:
             data = escapes(data)
             data, cr = cr_stand_in(data, config.separator + config.quote + config.escape + (config.comment or "")) \
                 if cr_data else (data, None)
+            skipped: list[str] = []  # records of too few or too many values: not inferred from, but parsed by Spark
             table = pacsv.read_csv(
                 io.BytesIO(data),
                 read_options=pacsv.ReadOptions(column_names=names, skip_rows=header_lines(data) if config.header else 0,
@@ -248,11 +260,15 @@ class SchemaInference:
                 parse_options=pacsv.ParseOptions(delimiter=config.separator, quote_char=config.quote != "\0" and config.quote,
                                                  escape_char=config.escape != config.quote and config.escape,
                                                  newlines_in_values=config.multi_line or config.line_sep is not None,
-                                                 invalid_row_handler=lambda row: "skip"),
+                                                 invalid_row_handler=lambda row: skipped.append(row.text) or "skip"),
                 convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())),
             )
             columns = [table.column(name) if cr is None else pc.replace_substring(table.column(name), cr, "\r")
                        for name in names]
+            longest = max((pc.max(pc.utf8_length(column)).as_py() or 0 for column in columns), default=0) \
+                if config.max_chars_per_column >= 0 else 0
+            check_limits(file, [header_tokens(record, config.separator, config.quote, cr_data) for record in skipped],
+                         longest)
             types = [inference.column_type(so_far, column) for so_far, column in zip(types, columns)]
         return arrow_schema(StructType([StructField(name, _canonical(kind) or StringType())
                                         for name, kind in zip(names, types)]))
