@@ -549,6 +549,28 @@ def test_json_inference_options_as_spark_does(spark, tmp_path):
         assert _same_rows(spark, "json", tmp_path / "k.json", None, **options)
 
 
+@pytest.mark.parametrize("content", [
+    '{"a":1,"s":{"x":1},"t":[{"y":1}]}\n{"A":2.5,"s":{"X":null},"t":[{"Y":3}]}\n',
+    '{"A":1,"b":{"x":[1]}}\n{"a":2,"b":{"X":[2]}}\n{"A":3,"B":{"x":null}}\n',
+])
+def test_json_keys_differing_in_case_inferred_and_read_as_spark_does(spark, tmp_path, content):
+    """spark.sql.caseSensitive=false: keys equal case aside in other records, in structs of the same
+    names in order, are one column of the first spelling, of the types widened (bigint and double:
+    double); a record is read case-sensitively (an `A` is no value of the column `a`)."""
+    (tmp_path / "c.json").write_text(content)
+    assert _same_rows(spark, "json", tmp_path / "c.json", None)
+
+
+def test_json_keys_one_column_to_spark_fail_the_read_as_in_spark(spark, tmp_path):
+    """Where such keys cannot be one column (in one object, twice, of types that do not widen
+    tightly), Spark fails the read (COLUMN_ALREADY_EXISTS); ours fails naming the file and the keys."""
+    (tmp_path / "c.json").write_text('{"s":{"x":1}}\n{"s":{"X":"y"}}\n')
+    with pytest.raises(AnalysisException, match="COLUMN_ALREADY_EXISTS"):
+        spark.read.json(str(tmp_path)).collect()
+    with pytest.raises(AnalysisException, match=r"c\.json.*`s\.X` and `s\.x`"):
+        spark.read.format("connectors.files").option("fileFormat", "json").load(str(tmp_path)).collect()
+
+
 @pytest.mark.parametrize("options", [{}, {"prefersDecimal": "true"}, {"dropFieldIfAllNull": "true"},
                                      {"primitivesAsString": "true"}])
 def test_json_empty_strings_inferred_as_spark_does(spark, tmp_path, options):

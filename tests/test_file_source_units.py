@@ -463,6 +463,28 @@ def test_json_lines_in_lenient_syntax_are_read_only_where_the_options_allow(tmp_
     assert inferred.simpleString() == "struct<a:bigint,b:string>"
 
 
+@pytest.mark.parametrize("content, keys", [
+    ('{"a":1,"A":2}\n', "`A` and `a`"),
+    ('{"b":1,"a":1,"a":2}\n', "`a` and `a`"),
+    ('{"a":1}\n{"A":"x"}\n', "`A` and `a`"),
+    ('{"a":1,"b":1}\n{"A":1}\n', "`A` and `a`"),
+    ('{"s":[{"x":{"y":1,"Y":null}}]}\n', "`s.x.Y` and `s.x.y`"),
+])
+def test_json_inference_fails_on_keys_one_column_to_spark(tmp_path, content, keys):
+    """Keys that Spark's inference (case-insensitive) leaves as two columns equal case aside fail
+    the inference, naming the file and the keys, as Spark fails the read; unless dropped as null."""
+    (tmp_path / "ok.json").write_text('{"a":1}\n')
+    (tmp_path / "z.json").write_text(content)
+    with pytest.raises(OptionError, match=re.escape(f"z.json': cannot infer a schema: keys {keys}")):
+        SchemaInference(config(fileFormat="json"), [str(tmp_path)]).infer()
+    (tmp_path / "z.json").write_text('{"a":null,"A":null,"s":{"x":{},"X":{}}}\n')
+    inferred = SchemaInference(config(fileFormat="json", dropFieldIfAllNull="true"), [str(tmp_path)]).infer()
+    assert inferred.simpleString() == "struct<a:bigint>"
+    given = StructType([StructField("s", ArrayType(StructType([StructField(n, IntegerType()) for n in "xX"])))])
+    with pytest.raises(OptionError, match=re.escape("keys `s.x` and `s.X` are one column to Spark")):
+        read_spec(config(fileFormat="json"), [str(tmp_path)], given)
+
+
 def test_json_inference_options(tmp_path):
     path = tmp_path / "a.json"
     path.write_text('{"a": 1.50, "b": 1e5, "c": 0.001, "d": [null], "e": null, "f": {"g": []}, "h": true}\n')

@@ -37,9 +37,11 @@ class JsonSyntax:
         return (self.single_quotes or self.comments or self.unquoted_field_names or self.numeric_leading_zeros
                 or self.backslash_any or self.control_chars or self.non_numeric)
 
-    def loads(self, text: str, parse_float: Callable[[str], Any] | None = None) -> Any:
+    def loads(self, text: str, parse_float: Callable[[str], Any] | None = None,
+              object_pairs_hook: Callable[[list], Any] | None = None) -> Any:
         """``json.loads``, which takes NaN, Infinity and -Infinity only where allowNonNumericNumbers is on."""
-        return json.loads(text, parse_float=parse_float, parse_constant=None if self.non_numeric else _not_a_number)
+        return json.loads(text, parse_float=parse_float, parse_constant=None if self.non_numeric else _not_a_number,
+                          object_pairs_hook=object_pairs_hook)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -179,7 +179,8 @@ class SchemaInference:
         corrupt = False
         syntax = json_syntax(config)
         # prefersDecimal: a number's digits say its decimal type
-        parse = functools.partial(syntax.loads, parse_float=Decimal if config.prefers_decimal else None)
+        parse = functools.partial(syntax.loads, parse_float=Decimal if config.prefers_decimal else None,
+                                  object_pairs_hook=_JsonObject)
         value_type = functools.partial(_json_type, primitives_as_string=config.primitives_as_string,
                                        text_type=_json_text_type(config))
         lines = _line_sample(config)
@@ -206,6 +207,11 @@ class SchemaInference:
                     corrupt = True
                     continue
                 inferred = _wider_json(inferred, kind)
+            # as Spark's check of the schema it infers, which fails the whole read; once there, a duplicate stays
+            duplicate = _case_duplicate(_canonical(inferred, config.drop_field_if_all_null))
+            if duplicate:
+                raise OptionError(FORMAT, "path", file.path, f"cannot infer a schema: {duplicate} (spark.sql."
+                                  "caseSensitive is false: Spark fails such a read too, COLUMN_ALREADY_EXISTS)")
         canonical = _canonical(inferred, config.drop_field_if_all_null)
         fields = list(canonical.fields) if isinstance(canonical, StructType) else []
         if corrupt and self.config.mode == "PERMISSIVE":
@@ -398,14 +404,14 @@ def _json_type(value: object, primitives_as_string: bool = False,
         return DoubleType()
     if isinstance(value, float):
         return DoubleType()
+    if isinstance(value, _JsonObject):
+        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string, text_type))
+                                  for k, v in value), key=lambda f: f.name))
     if isinstance(value, list):
         element: DataType = NullType()
         for item in value:
             element = _wider_json(element, _json_type(item, primitives_as_string, text_type))
         return ArrayType(element)
-    if isinstance(value, dict):
-        return StructType(sorted((StructField(k, _json_type(v, primitives_as_string, text_type))
-                                  for k, v in value.items()), key=lambda f: f.name))
     return StringType()
 
 
@@ -422,17 +428,25 @@ def _decimal_text_type(text: str) -> DecimalType | None:
     return DecimalType(precision, scale) if 0 <= scale <= precision <= _MAX_DIGITS else None
 
 
+class _JsonObject(list):
+    """An object's (key, value) pairs, a key twice kept twice: Spark's inference keeps both."""
+
+
 def _wider_json(left: DataType, right: DataType) -> DataType:
-    """Spark's ``compatibleType``: one type that holds values of both."""
-    if left == right or isinstance(right, NullType):
-        return left
-    if isinstance(left, NullType):
-        return right
+    """Spark's ``compatibleType``: one type that holds values of both. Structs merge by their sorted
+    names, each name's fields in turn (a name twice in one struct stays twice)."""
+    tightest = _tightest(left, right)
+    if tightest is not None:
+        return tightest
     if isinstance(left, StructType) and isinstance(right, StructType):
-        merged = {f.name: f.dataType for f in left.fields}
-        for field in right.fields:
-            merged[field.name] = _wider_json(merged[field.name], field.dataType) if field.name in merged else field.dataType
-        return StructType([StructField(name, merged[name]) for name in sorted(merged)])
+        fields, rest = [], collections.deque(right.fields)
+        for field in left.fields:
+            while rest and rest[0].name < field.name:
+                fields.append(rest.popleft())
+            if rest and rest[0].name == field.name:
+                field = StructField(field.name, _wider_json(field.dataType, rest.popleft().dataType))
+            fields.append(field)
+        return StructType(fields + list(rest))
     if isinstance(left, ArrayType) and isinstance(right, ArrayType):
         return ArrayType(_wider_json(left.elementType, right.elementType))
     numbers = (LongType, DecimalType, DoubleType)
@@ -441,6 +455,52 @@ def _wider_json(left: DataType, right: DataType) -> DataType:
             return DoubleType()
         return _wider_decimal(left, right)
     return StringType()
+
+
+def _tightest(left: DataType, right: DataType) -> DataType | None:
+    """Spark's ``findTightestCommonType``, which ``compatibleType`` tries first, for the types json
+    inference gives: structs whose names pair up in order, case aside (Spark's case-insensitive
+    resolver), are one struct of the left names: ``{"a":1}`` and ``{"A":2.5}`` give ``a double``."""
+    if left == right or isinstance(right, NullType):
+        return left
+    if isinstance(left, NullType):
+        return right
+    if isinstance(left, StructType) and isinstance(right, StructType):
+        if len(left.fields) != len(right.fields):
+            return None
+        fields = []
+        for one, other in zip(left.fields, right.fields):
+            kind = _tightest(one.dataType, other.dataType) if one.name.lower() == other.name.lower() else None
+            if kind is None:
+                return None
+            fields.append(StructField(one.name, kind))
+        return StructType(fields)
+    if isinstance(left, ArrayType) and isinstance(right, ArrayType):
+        element = _tightest(left.elementType, right.elementType)
+        return None if element is None else ArrayType(element)
+    if {type(left), type(right)} == {LongType, DoubleType}:
+        return DoubleType()
+    decimal = left if isinstance(left, DecimalType) else right
+    if {type(left), type(right)} == {LongType, DecimalType} and decimal.precision - decimal.scale >= 20:
+        return decimal  # Spark's DecimalType.isWiderThan(LongType)
+    return None
+
+
+def _case_duplicate(data_type: DataType | None, path: str = "") -> str | None:
+    """The first two fields of one struct, at any depth, whose names are equal case aside, as Spark's
+    ``checkSchemaColumnNameDuplication`` (case-insensitive) finds them."""
+    if isinstance(data_type, ArrayType):
+        return _case_duplicate(data_type.elementType, path)
+    if isinstance(data_type, MapType):
+        return _case_duplicate(data_type.keyType, path) or _case_duplicate(data_type.valueType, path)
+    if not isinstance(data_type, StructType):
+        return None
+    seen: dict[str, str] = {}
+    for field in data_type.fields:
+        if field.name.lower() in seen:
+            return f"keys `{path}{seen[field.name.lower()]}` and `{path}{field.name}` are one column to Spark"
+        seen[field.name.lower()] = field.name
+    return next((found for f in data_type.fields if (found := _case_duplicate(f.dataType, f"{path}{f.name}."))), None)
 
 
 def _wider_decimal(left: DataType, right: DataType) -> DataType:
@@ -616,6 +676,10 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
             raise OptionError(FORMAT, option_name, column, "the schema has no such column; add it to the schema")
         if by_name[column] != expected:
             raise OptionError(FORMAT, option_name, column, f"the column must be {expected.simpleString()}")
+    duplicate = _case_duplicate(schema) if config.file_format == "json" else None  # inferred ones are checked
+    if duplicate:
+        raise OptionError(FORMAT, "schema", schema.simpleString()[:200],
+                          f"{duplicate} (spark.sql.caseSensitive is false: Spark refuses it, COLUMN_ALREADY_EXISTS)")
     corrupt = config.column_name_of_corrupt_record if config.column_name_of_corrupt_record in names else None
     if corrupt is not None and by_name[corrupt] != StringType():
         raise OptionError(FORMAT, "columnNameOfCorruptRecord", corrupt, "the column must be string")
