@@ -125,7 +125,8 @@ def check_names(wheel: Path) -> None:
 def fresh_venv(wheel: Path, where: Path, extras: str = "", *more: str) -> Path:
     """A new venv holding ``wheel`` (not -e, not from the source tree) with its ``extras``
     (``"[dev]"``) and the ``more`` requirements, resolved together; dependencies come from pip's
-    cache after the first run."""
+    cache after the first run. Not byte-compiled: compiling pyspark's modules took about half of an
+    install, and imports compile what they use."""
     run(sys.executable, "-m", "venv", where)
     python = where / "bin" / "python"
     run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile", f"{wheel}{extras}", *more)
@@ -169,9 +170,9 @@ def wheel_test(wheel: Path, work: Path) -> None:
 
 
 def compat_venvs(wheel: Path, work: Path, spark_versions: list[str]) -> dict[str, Path]:
-    """One fresh venv per Spark line, installed side by side: each pip run mostly waits on the
-    network and on building pyspark's wheel from its sdist, so two together take little longer
-    than one."""
+    """One fresh venv per Spark line, installed side by side: each pip run mostly downloads,
+    builds pyspark's wheel from its sdist (a first run) and unpacks it, so two together take
+    little longer than one."""
     with ThreadPoolExecutor(len(spark_versions)) as pool:
         pythons = {v: pool.submit(fresh_venv, wheel, work / f"venv-{v}", "[dev]", f"pyspark=={v}")
                    for v in spark_versions}
