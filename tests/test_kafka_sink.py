@@ -519,7 +519,7 @@ def test_a_replay_that_lost_a_partition_fails_instead_of_duplicating_silently(sp
     sink = KafkaSink(sink_options(kafka_bootstrap, topic, "exactly-once", prefix=f"{unique}-c"))
     context = spark.sparkContext
     try:
-        context.setLocalProperty("sql.streaming.queryId", "query")
+        context.setLocalProperty("sql.streaming.queryId", "00000000-0000-0000-0000-00000000000c")  # no query's
         context.setLocalProperty("spark.jobGroup.id", "run-1")
         sink(values_of(spark.range(0, 100, 1, 2).where("id >= 50")), 5)
         sink(values_of(spark.range(100, 200, 1, 2).where("id >= 150")), 6)
@@ -539,14 +539,16 @@ def test_a_replay_that_lost_a_partition_fails_instead_of_duplicating_silently(sp
                                                               1_000_000])
 
 
+@pytest.mark.parametrize("writer", ["format", "foreachBatch"])
 def test_a_restart_in_the_same_application_with_fewer_partitions_fails_the_batch(spark, kafka_bootstrap, unique,
-                                                                                tmp_path):
+                                                                                tmp_path, writer):
     """Batch 1 fails after partition 1 committed and before partition 0 wrote anything; the query
     starts again at once, in the same application, with a coalesce(1) added. Partition 0 finds no
     progress of this batch, skips nothing and writes partition 1's records again, and the driver's
     Python workers planned batches of the sink moments ago: Spark's new runId of the query tells the
     commit that this is a restart. It used to pass with 1000 records twice when the commit ran in
-    a worker that had planned the failed run."""
+    a worker that had planned the failed run; and through foreachBatch, when the function set a job
+    group of its own, which its jobs then carried instead of the runId, at every start."""
     from pyspark.errors import StreamingQueryException
 
     topic, prefix = create_topic(kafka_bootstrap, unique), unique
@@ -567,9 +569,14 @@ def test_a_restart_in_the_same_application_with_fewer_partitions_fails_the_batch
             raise RuntimeError("partition 0 fails before writing")
         yield from batches
 
+    def in_a_job_group_of_its_own(df, batch_id):
+        df.sparkSession.sparkContext.setJobGroup("mine", "the function's jobs")
+        KafkaSink(options)(df, batch_id)
+
     def run(df):
-        query = (df.writeStream.format("connectors.kafka").options(**options)
-                 .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+        stream = (df.writeStream.format("connectors.kafka").options(**options) if writer == "format"
+                  else df.writeStream.foreachBatch(in_a_job_group_of_its_own))
+        query = stream.option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
         with pytest.raises(StreamingQueryException) as info:
             query.awaitTermination(180)
         return str(info.value)

@@ -26,15 +26,15 @@ class TaskAttempt:
     run_id: str | None = None
 
 
-_override: tuple[str | None, int | None] | None = None
+_override: tuple[str | None, int | None, str | None] | None = None
 
 
 @contextlib.contextmanager
-def streaming_ids(query_id: str | None, batch_id: int | None) -> Iterator[None]:
+def streaming_ids(query_id: str | None, batch_id: int | None, run_id: str | None = None) -> Iterator[None]:
     """Make :func:`current_task` report these ids: foreachBatch runs writers in plain tasks
     that carry no streaming local properties, so the runner passes the ids explicitly."""
     global _override
-    previous, _override = _override, (query_id, batch_id)
+    previous, _override = _override, (query_id, batch_id, run_id)
     try:
         yield
     finally:
@@ -48,13 +48,15 @@ def current_task() -> TaskAttempt:
     ctx = TaskContext.get()
     if ctx is None:
         raise RuntimeError("current_task() must run inside a Spark task")
+    run_id = None
     if _override is not None:
-        query_id, batch_id = _override
+        query_id, batch_id, run_id = _override
     else:
         batch = ctx.getLocalProperty("streaming.sql.batchId")
         query_id, batch_id = ctx.getLocalProperty("sql.streaming.queryId"), None if batch is None else int(batch)
-    # A stream's jobs carry its runId as their job group (StreamExecution sets both properties).
-    run_id = ctx.getLocalProperty("spark.jobGroup.id") if ctx.getLocalProperty("sql.streaming.queryId") else None
+    if run_id is None and ctx.getLocalProperty("sql.streaming.queryId"):
+        # A stream's jobs carry its runId as their job group (StreamExecution sets both properties).
+        run_id = ctx.getLocalProperty("spark.jobGroup.id")
     return TaskAttempt(
         query_id=query_id,
         batch_id=batch_id,
@@ -77,3 +79,21 @@ def foreach_batch_query_id(df) -> str | None:
     if type(session).__module__.startswith("pyspark.sql.connect"):  # no SparkContext to ask
         return None
     return session.sparkContext.getLocalProperty("sql.streaming.queryId")
+
+
+def foreach_batch_run_id(query_id: str | None) -> str | None:
+    """Spark's runId of the query ``query_id`` inside its foreachBatch function, or None where
+    Spark does not tell.
+
+    The query's jobs carry the runId as their job group, but the function may set a job group of
+    its own (``setJobGroup``), which its jobs then carry at every start. The function's DataFrame
+    belongs to a session cloned for the query, whose ``streams`` do not list it (checked on 4.3);
+    the session active on the query's thread, where classic Spark calls the function, does.
+    """
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession() if query_id else None
+    if session is None or type(session).__module__.startswith("pyspark.sql.connect"):
+        return None
+    query = session.streams.get(query_id)
+    return None if query is None else query.runId

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
 )
 
-from connectors.core.commit import foreach_batch_query_id, streaming_ids
+from connectors.core.commit import foreach_batch_query_id, foreach_batch_run_id, streaming_ids
 from connectors.core.options import Options, render
 
 
@@ -32,11 +32,12 @@ def run_stream_writer(
     df: DataFrame,
     batch_id: int | None,
     query_id: str | None,
+    run_id: str | None = None,
 ) -> None:
     """Write ``df`` with ``writer`` and commit; ``batch_id`` None means a batch (non-stream) write."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with streaming_ids(query_id, batch_id):
+        with streaming_ids(query_id, batch_id, run_id):
             message = writer.write(batches)
         yield pa.RecordBatch.from_pylist([{"message": pickle.dumps(message)}])
 
@@ -70,4 +71,5 @@ class ForeachBatchSink:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         source = self.data_source(CaseInsensitiveDict(self.options))
         writer = source.streamWriter(df.schema, False)
-        run_stream_writer(writer, df, batch_id, foreach_batch_query_id(df))
+        query_id = foreach_batch_query_id(df)
+        run_stream_writer(writer, df, batch_id, query_id, foreach_batch_run_id(query_id))
