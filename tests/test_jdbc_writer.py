@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import decimal
 import glob
+import json
 import logging
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -36,8 +38,10 @@ from pyspark.sql.types import (
 from connectors.core.digest import arrow_digest
 from connectors.core.options import OptionError
 from connectors.jdbc import JdbcConnectionOptions, JdbcExecutionOptions, JdbcSinkOptions
+from connectors.jdbc import lease
 from connectors.jdbc.exactly_once import ProgressKey
 from connectors.jdbc.options import libpq_dsn, redact_url
+from connectors.jdbc.overwrite import stage
 from connectors.jdbc.statements import (
     TableChanged,
     last_per_key,
@@ -831,3 +835,135 @@ def test_isolation_level_and_session_init_statement_hold_on_every_new_connection
         connect(JdbcConnectionOptions(url=url, session_init_statement="SELECT nope"))
     assert "option 'sessionInitStatement' = 'SELECT nope': failed on a new connection: column \"nope\" does not exist" in str(info.value)
     assert "password=" not in str(info.value)  # the URL is never shown
+
+
+# --- the lease of an overwrite's staging table: the driver's JVM watched through /proc, else ps ----------------
+
+
+def ancestors(pid: int, proc: bool | None) -> list[tuple[int, lease.Process]]:
+    """A process and its ancestors, read from /proc (``proc``), ps, or the machine's way (None)."""
+    found = []
+    while pid > 1 and (process := lease._process(pid, proc)) is not None:
+        found.append((pid, process))
+        pid = process.parent
+    return found
+
+
+def started_at(process: lease.Process, proc: bool) -> float:
+    """A start time read from /proc (clock ticks after boot) or ps (local time), in seconds since 1970."""
+    if not proc:
+        return time.mktime(time.strptime(process.started, "%a %b %d %H:%M:%S %Y"))
+    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return boot + int(process.started) / os.sysconf("SC_CLK_TCK")
+
+
+def test_without_proc_ps_finds_the_same_ancestors_as_proc(monkeypatch, tmp_path):
+    """On a machine without /proc (macOS, BSD) the facts come from ps: here, this process's real
+    ancestors, each with the name, parent and start time /proc gives (ps's to the second)."""
+    monkeypatch.setattr(lease, "_PROC", False)
+    by_ps, by_proc = ancestors(os.getpid(), None), ancestors(os.getpid(), True)
+    assert [pid for pid, _ in by_ps[:2]] == [os.getpid(), os.getppid()]
+    assert [(pid, p.name, p.parent, p.zombie) for pid, p in by_ps] == [(pid, p.name, p.parent, False)
+                                                                         for pid, p in by_proc]
+    for (_, ps), (_, proc) in zip(by_ps, by_proc):
+        assert abs(started_at(ps, False) - started_at(proc, True)) < 2, (ps, proc)  # ps's to the second
+    monkeypatch.setenv("PATH", str(tmp_path))  # only ps is asked: without it, no driver is found
+    with pytest.raises(FileNotFoundError):
+        lease._process(os.getpid())
+    assert lease._driver() is None and lease._process(os.getpid(), True) is not None
+
+
+def test_ps_tells_a_live_a_zombie_and_a_dead_process_apart_as_proc_does(monkeypatch, tmp_path):
+    """The driver seen through ps is alive until it exits (a zombie is not), and a process with its
+    pid but another start time is not it; ps failing or saying nonsense: no such process; ps not
+    running: no answer, the driver is taken for alive until it gives one."""
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        by_proc, by_ps = lease._process(child.pid, True), lease._process(child.pid, False)
+        assert by_proc[:3] == by_ps[:3] == ("sleep", os.getpid(), False)
+        driver = lease.Driver(child.pid, by_ps.started, False)
+        assert lease._alive(driver)
+        assert not lease._alive(driver._replace(started="Thu Jan 1 00:00:00 1970"))  # a later process with its pid
+        child.kill()
+        wait_until(lambda: lease._process(child.pid, True).zombie, what="the killed process to be a zombie")
+        assert lease._process(child.pid, False)[:3] == ("sleep", os.getpid(), True)
+        assert not lease._alive(driver)
+    finally:
+        child.kill()
+        child.wait()
+    assert lease._process(child.pid, True) is None and lease._process(child.pid, False) is None
+    assert not lease._alive(driver)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(FileNotFoundError):  # no ps
+        lease._process(os.getpid(), False)
+    assert lease._alive(lease.Driver(os.getpid(), by_ps.started, False))  # no answer: a live job keeps its table
+    line = " ".join([str(os.getppid()), "S", by_ps.started, "java"])
+    for script in [f"echo '{line}'; exit 1", "echo 'no such option'", "exit 0", f"echo '{line}' | cut -c -12"]:
+        (tmp_path / "ps").write_text(f"#!/bin/sh\n{script}\n")
+        (tmp_path / "ps").chmod(0o755)
+        assert lease._process(os.getpid(), False) is None, script
+    (tmp_path / "ps").write_text(f"#!/bin/sh\necho '{line.replace(' java', ' /Library/Java/bin/java')}'\n")
+    assert lease._process(os.getpid(), False) == (  # as macOS's ps shows it: the full path
+        "java", os.getppid(), False, by_ps.started)
+
+
+# The planning worker of an overwrite, a child of a process named java (its driver), on a machine without /proc.
+PLANNER = """
+import json, sys
+from pyspark.sql.types import LongType, StructField, StructType
+from connectors.jdbc import JdbcSinkOptions, lease
+from connectors.jdbc.overwrite import stage
+from connectors.jdbc.task_writer import connect
+
+lease._PROC = False  # as on macOS: ps it is, here and in the holder the lease starts
+config = JdbcSinkOptions.from_options({"url": sys.argv[1], "dbtable": sys.argv[2], "truncate": "true"})
+with connect(config.connection).cursor() as cursor:
+    overwrite, _ = stage(config, StructType([StructField("id", LongType())]), cursor)
+print(json.dumps([overwrite.staging[1], lease._driver()]), flush=True)
+sys.stdin.read()  # stays, the job's tasks writing, until the test is done
+"""
+
+
+def test_without_proc_a_dead_drivers_staging_table_is_swept_never_a_live_ones(postgres_dsn, pg, unique, tmp_path):
+    """The overwrite's planner finds its driver (a ``java`` ancestor) through ps, and its lease's
+    holder watches it through ps: a sweep leaves the staging table while the driver lives; when it
+    is killed (a zombie, not yet waited for) the lock is released and the next overwrite drops it."""
+    pg.execute(f"CREATE TABLE {unique} (id bigint PRIMARY KEY)")
+    (tmp_path / "java").symlink_to(sys.executable)  # a process's name is its program's file name
+    tree = str(Path(lease.__file__).parents[2])  # the connectors tested here, in the planner and its holder too
+    java = subprocess.Popen([tmp_path / "java", "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+                             sys.executable, "-c", PLANNER, postgres_dsn, unique], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": tree})
+    config = JdbcSinkOptions.from_options({"url": postgres_dsn, "dbtable": unique, "truncate": "true"})
+    held = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND (classid::bigint << 32 | objid::bigint) = %s")
+
+    def next_overwrite() -> None:  # sweeps, then aborts
+        connection = connect(config.connection)
+        try:
+            with connection.cursor() as cursor:
+                overwrite, _ = stage(config, StructType([StructField("id", LongType())]), cursor)
+            overwrite.abort(connection)
+        finally:
+            connection.close()
+
+    try:
+        staged, driver = json.loads(java.stdout.readline())
+        assert driver[0] == java.pid and driver[2:] == [False], driver  # found through ps, to be watched so
+        assert driver[1] == lease._process(java.pid, False).started
+        time.sleep(2 * lease.POLL_SECONDS)  # the holder has looked at the live driver through ps
+        next_overwrite()
+        pg.execute(f"SELECT relname FROM pg_class WHERE relname LIKE '{unique}__overwrite_%'")
+        assert pg.fetchall() == [(staged,)]
+        java.kill()  # the driver dies; not waited for yet
+        wait_until(lambda: lease._process(java.pid, True).zombie, what="the killed driver to be a zombie")
+        wait_until(lambda: pg.execute(held, (lease.lock_key(staged),)) or pg.fetchone() == (0,), timeout=15,
+                   what="the holder to release the dead driver's lock")
+        next_overwrite()
+        pg.execute(f"SELECT relname FROM pg_class WHERE relname LIKE '{unique}__overwrite_%'")
+        assert pg.fetchall() == []
+    finally:
+        java.kill()
+        java.stdin.close()  # the planner reads to its end
+        java.wait()

@@ -11,6 +11,13 @@ the staging table's name) until the table is gone (committed or aborted) or the 
 session ends, however it ends. A staging table whose lock is free has no live job.
 
 The lock is taken before the table exists, so a sweep never finds a live job's table unlocked.
+
+The driver's JVM is the first ``java`` among the planning worker's ancestors, known by its pid and
+its start time (so that a later process given its pid is not taken for it). Its facts are read
+from ``/proc/<pid>/stat`` where ``/proc`` exists (Linux: no process to start every poll), else from
+``ps`` (macOS, BSD); the holder reads them the way the worker did, as the two start times differ in
+form. A ``ps`` that does not run (no process to spare, a timeout) is no answer: the worker marks
+no table, the holder asks again at its next poll.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from connectors.jdbc import FORMAT
 from connectors.jdbc.options import JdbcConnectionOptions
@@ -30,6 +38,8 @@ POLL_SECONDS = 1.0
 _TAG = re.compile(r"__overwrite_([0-9a-f]{12})")
 # The advisory lock keys of staging tables: one class ("JD") in the bigint key space, the 48 bits of the tag below it.
 _KEY_CLASS = 0x4A44 << 48
+# Whether this process reads the facts of processes from /proc (else from ps: macOS, BSD).
+_PROC = Path("/proc/self/stat").exists()
 
 
 def lock_key(staging_name: str) -> int | None:
@@ -43,17 +53,18 @@ class Lease:
 
     @classmethod
     def start(cls, options: JdbcConnectionOptions, staging: str, key: int) -> Lease | None:
-        """None where the driver's JVM cannot be watched (no ``/proc``, as on macOS, or no ``java``
-        among this process's ancestors): the staging table is then not marked, and never swept."""
+        """None where the driver's JVM cannot be watched (no ``java`` among this process's ancestors,
+        or neither ``/proc`` nor ``ps`` to find it): the staging table is then not marked, and never swept."""
         driver = _driver()
         return None if driver is None else cls(options, staging, key, driver)
 
-    def __init__(self, options: JdbcConnectionOptions, staging: str, key: int, driver: tuple[int, str]):
+    def __init__(self, options: JdbcConnectionOptions, staging: str, key: int, driver: Driver):
         # A session of its own: whatever kills the driver's process groups does not take the
         # holder with it, which must see the driver die (the crash tests kill that way).
         self._holder = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        self._holder.stdin.write(pickle.dumps((options, staging, key, driver)))  # no password on a command line
+        # no password on a command line; the driver as a tuple, so the holder need not import this module again
+        self._holder.stdin.write(pickle.dumps((options, staging, key, tuple(driver))))
         self._holder.stdin.flush()
         answer = self._holder.stdout.readline().decode().strip()
         self._holder.stdout.close()
@@ -74,29 +85,74 @@ class Lease:
         self._holder.wait()
 
 
-def _stat(pid: int) -> tuple[str, list[str]] | None:
-    """(command name, the fields of /proc/<pid>/stat after it: state, ppid, ..., start time at 19)."""
+class Process(NamedTuple):
+    """What the lease needs to know of a process, however it was read."""
+
+    name: str  # the command's name (a file name, without its directory)
+    parent: int  # the parent's pid
+    zombie: bool  # exited, not yet waited for by its parent
+    started: str  # when it started, in the form of the way it was read: compare only with the same way
+
+
+class Driver(NamedTuple):
+    pid: int
+    started: str
+    proc: bool  # its facts were read from /proc (else from ps): the holder reads them the same way
+
+
+def _process(pid: int, proc: bool | None = None) -> Process | None:
+    """The facts of process ``pid``, None if there is none; from /proc, else (``proc`` false, or
+    this machine has no /proc: :data:`_PROC`) from ``ps``: OSError or SubprocessError where it
+    does not run."""
+    return _from_proc(pid) if (_PROC if proc is None else proc) else _from_ps(pid)
+
+
+def _from_proc(pid: int) -> Process | None:
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+    # the name is in parentheses and may hold any character; the fields after it are state, ppid,
+    # ..., the start time (clock ticks after boot) at 19
+    fields = text[text.rindex(")") + 2 :].split()
+    return Process(text[text.index("(") + 1 : text.rindex(")")], int(fields[1]), fields[0] == "Z", fields[19])
 
 
-def _driver() -> tuple[int, str] | None:
-    """The driver's JVM, the first ``java`` among this process's ancestors: (pid, start time)."""
+def _from_ps(pid: int) -> Process | None:
+    """From POSIX ``ps`` and ``lstart`` (Linux procps, macOS, BSD): in the C locale the start time is
+    five words ("Sun Nov  9 04:43:10 2026", to the second) on each; the command's name comes last, as
+    it may hold spaces (macOS shows the program's full path: its file name is the name)."""
+    done = subprocess.run(["ps", "-o", "ppid=,stat=,lstart=,comm=", "-p", str(pid)], capture_output=True,
+                          env={**os.environ, "LC_ALL": "C"}, timeout=30, check=False)
+    try:
+        ppid, state, *started, name = done.stdout.decode(errors="replace").strip().split(maxsplit=7)
+        if done.returncode != 0 or len(started) != 5:
+            return None
+        return Process(os.path.basename(name), int(ppid), state.startswith("Z"), " ".join(started))
+    except ValueError:  # no such process (nothing printed), or a ps that prints otherwise
+        return None
+
+
+def _driver() -> Driver | None:
+    """The driver's JVM, the first ``java`` among this process's ancestors."""
     pid = os.getppid()
-    while pid > 1 and (stat := _stat(pid)) is not None:
-        name, fields = stat
-        if name == "java":
-            return pid, fields[19]
-        pid = int(fields[1])
+    try:
+        while pid > 1 and (process := _process(pid)) is not None:
+            if process.name == "java":
+                return Driver(pid, process.started, _PROC)
+            pid = process.parent
+    except (OSError, subprocess.SubprocessError):  # no ps
+        pass
     return None
 
 
-def _alive(driver: tuple[int, str]) -> bool:
-    stat = _stat(driver[0])  # the start time tells the driver from a later process with its pid
-    return stat is not None and stat[1][0] != "Z" and stat[1][19] == driver[1]
+def _alive(driver: Driver) -> bool:
+    try:
+        process = _process(driver.pid, driver.proc)
+    except (OSError, subprocess.SubprocessError):  # ps did not run this time: a live job keeps its table
+        return True
+    # the start time tells the driver from a later process with its pid
+    return process is not None and not process.zombie and process.started == driver.started
 
 
 def _take(options: JdbcConnectionOptions, key: int):
@@ -119,6 +175,7 @@ def _hold() -> None:
     from connectors.jdbc.task_writer import discard
 
     options, staging, key, driver = pickle.load(sys.stdin.buffer)
+    driver = Driver(*driver)
     try:
         connection = _take(options, key)
     except Exception as exc:
