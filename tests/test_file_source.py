@@ -635,6 +635,53 @@ def test_json_with_no_field_reads_a_row_per_record_as_spark_does(spark, tmp_path
     assert _same_rows(spark, "json", tmp_path, schema, **options)
 
 
+NO_COLUMN_CSV = 'x,y\n1\n  \n\t\n\n1,2,3\n"unclosed,4\n5,"6\n7"\n'
+
+
+@pytest.mark.parametrize("files, schema, options, rows", [
+    ({"a.csv": NO_COLUMN_CSV}, StructType([]), {}, 6),
+    ({"a.csv": "\n \n" + NO_COLUMN_CSV}, StructType([]), {"header": "true"}, 5),
+    ({"a.csv": NO_COLUMN_CSV}, StructType([]), {"mode": "DROPMALFORMED"}, 6),
+    ({"a.csv": NO_COLUMN_CSV}, StructType([]), {"mode": "FAILFAST", "maxColumns": "2", "maxCharsPerColumn": "3"}, 6),
+    ({"a.csv": "#c\n1,2\n#d\n \n3\n"}, StructType([]), {"comment": "#", "header": "true"}, 1),
+    ({"a.csv": 'x|"y|z"| |w\nv|\n|'}, StructType([]), {"lineSep": "|"}, 4),
+    ({"p=1/a.csv": "h\nx,y\n\ny\n", "p=2/a.csv": "h\n", "p=3/a.csv": "z\n"}, "p int", {"header": "true"}, 2),
+    ({"p=1/a.csv": NO_COLUMN_CSV, "p=2/a.csv": "z\n"}, "p int", {"mode": "FAILFAST"}, 7),
+    ({"a.csv": 'x,y\n1\n  \n\n1,2,3\n5,"6\n7"\n'}, StructType([]), {"multiLine": "true"}, 5),
+    ({"a.csv": 'h\n\nx,y\n5,"6\n7"\n'}, StructType([]), {"multiLine": "true", "header": "true"}, 2),
+    ({"a.csv": 'x,y\n5,"6\n7"\n'}, StructType([]), {"multiLine": "true", "mode": "DROPMALFORMED"}, 0),
+])  # fmt: skip
+def test_csv_with_no_column_reads_a_row_per_record_as_spark_does(spark, tmp_path, files, schema, options, rows):
+    """A csv schema of no data column (struct<>, or the partition columns alone): Spark's parser prunes
+    the columns, so every line neither blank nor a comment (nor the header) is a row, none malformed
+    whatever its values; with multiLine every record is a row, each malformed (values, and no column)."""
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(content)
+    assert len(_same_rows(spark, "csv", tmp_path, schema, **options)) == rows
+
+
+@pytest.mark.parametrize("content, schema, options", [
+    ('x,y\n5,"6\n7"\n', StructType([]), {"multiLine": "true", "mode": "FAILFAST"}),  # every record malformed
+    ("1\n1,2,3\n", StructType([]), {"multiLine": "true", "maxColumns": "2"}),  # multiLine parses records: any mode
+    ("1\nabcd\n", StructType([]), {"multiLine": "true", "maxCharsPerColumn": "3"}),
+    ("a,b,c\n1\n", StructType([]), {"header": "true", "maxColumns": "2"}),  # the header is parsed, in any mode
+    ("a,b\n1\n", StructType([]), {"header": "true", "enforceSchema": "false"}),  # and unlike no column
+    ("a,b\n1\n", "_corrupt_record string", {}),  # Spark's QUERY_ONLY_CORRUPT_RECORD_COLUMN
+])  # fmt: skip
+def test_csv_with_no_column_fails_where_spark_fails(spark, tmp_path, content, schema, options):
+    (tmp_path / "a.csv").write_text(content)
+
+    def read(reader):
+        return reader.options(**options).schema(schema).load(str(tmp_path / "a.csv")).collect()
+
+    with pytest.raises(Exception):
+        read(spark.read.format("csv"))
+    with pytest.raises(Exception, match=r"a\.csv.*(FAILFAST|maxColumns|maxCharsPerColumn|enforceSchema)"
+                                        r"|QUERY_ONLY_CORRUPT_RECORD_COLUMN"):
+        read(spark.read.format("connectors.files").option("fileFormat", "csv"))
+
+
 @pytest.mark.parametrize("content, schema, options", [
     # a line holding an array of objects is a row each (none if empty); of anything else one malformed row;
     # one element that does not convert makes them all malformed; what follows a value is not read
@@ -941,6 +988,7 @@ def test_s3_batch_and_stream(spark, s3_server, tmp_path, unique):
         ({"fileFormat": "jsonl"}, SCHEMA, "option 'fileformat' = 'jsonl': expected one of text, csv, json, parquet"),
         ({"fileFormat": "json", "maxFilesPerTrigger": "-2"}, SCHEMA, "option 'maxfilespertrigger' = '-2': must be greater than 0"),
         ({"fileFormat": "json"}, None, "a stream of csv or json files needs a schema"),
+        ({"fileFormat": "csv"}, StructType([]), "a stream of csv or json files needs a schema"),  # batch reads it
         ({"fileFormat": "text"}, SCHEMA, "the text format has one column, value string"),
         ({"fileFormat": "json", "filePathColumn": "f"}, SCHEMA, "option 'filepathcolumn' = 'f': the schema has no such column"),
         ({"fileFormat": "parquet", "multiLine": "true"}, SCHEMA, "option 'multiline' = 'true': applies to csv and json, not parquet"),
@@ -949,7 +997,7 @@ def test_s3_batch_and_stream(spark, s3_server, tmp_path, unique):
 def test_bad_options_fail_at_query_start(spark, tmp_path, options, schema, message):
     (tmp_path / "a.json").write_text('{"id": 1}\n')
     reader = spark.readStream.format("connectors.files").options(**options)
-    if schema:
+    if schema is not None:
         reader = reader.schema(schema)
     with pytest.raises((AnalysisException, PySparkException, StreamingQueryException)) as info:
         query = reader.load(str(tmp_path)).writeStream.format("console").option(

@@ -233,6 +233,22 @@ def test_json_of_no_column_reads_a_row_per_record(tmp_path, content, options, ro
     assert sum(b.num_rows for b in batches) == rows
 
 
+@pytest.mark.parametrize("options", [{}, {"lineSep": "|"}])
+def test_csv_of_no_column_reads_a_row_per_line_of_every_split_and_block_once(tmp_path, monkeypatch, options):
+    """struct<> csv: a row per line neither blank nor the header (only at the file's start), over splits
+    cut inside lines and blocks of a few bytes."""
+    monkeypatch.setattr(split_reader, "BLOCK_BYTES", 7)
+    end = options.get("lineSep", "\n")
+    (tmp_path / "a.csv").write_text(end.join(["h,h", *(f"{i},x" if i % 5 else " " for i in range(200))]) + end)
+    cfg = config(fileFormat="csv", header="true", maxPartitionBytes="64", **options)
+    partitions = plan([status(tmp_path / "a.csv")], cfg, cores=2)
+    assert "lineSep" in options or sum(len(p.splits) for p in partitions) > 1
+    spec = read_spec(cfg, [str(tmp_path)], StructType([]))
+    batches = [batch for p in partitions for batch in read_partition(spec, p)]
+    assert [b.num_columns for b in batches] == [0] * len(batches)
+    assert sum(b.num_rows for b in batches) == 160
+
+
 def test_csv_malformed_records_after_a_blank_line_keep_their_own_text(tmp_path):
     """pyarrow numbers records without blank lines: a record it skips is put back by that number,
     each row with its own text."""

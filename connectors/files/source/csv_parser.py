@@ -22,13 +22,21 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from connectors.files.source.read_spec import ReadSpec
-from connectors.files.source.records import CsvRecordError, Malformed, cast_or_mark, interleave
+from connectors.files.source.records import (
+    CsvRecordError,
+    Malformed,
+    cast_or_mark,
+    interleave,
+    null_rows,
+    rows_schema,
+)
 
 
 class CsvParser:
     def __init__(self, spec: ReadSpec):
         self.spec = spec
         self.schema = spec.data_schema
+        self.rows_only = not self.schema.names  # struct<> given (or the partition columns alone): rows, no values
         # with lineSep a record's newlines can only be inside quotes: records may span lines
         self.spanning = spec.multi_line or spec.line_sep is not None
         # a lineSep without \r makes \r data, as in Spark, where pyarrow ends a line at it
@@ -180,6 +188,8 @@ class CsvParser:
     def parse(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
         """The block's records, malformed ones too (with the values that convert, the others null,
         as Spark's PERMISSIVE rows), and which rows are malformed."""
+        if self.rows_only:
+            return self._rows_only(block, first_block)
         original = block
         if self.comment is not None:
             block = self.uncommented(block, self.comment, self.spec.encoding)
@@ -243,6 +253,31 @@ class CsvParser:
                 values = table.slice(row, 1).to_pylist()[0].values()
                 bad.append(Malformed(row + 1, self.spec.separator.join(v or "" for v in values), row))
         return typed, bad
+
+    def _rows_only(self, block: bytes, first_block: bool) -> tuple[pa.Table, list[Malformed]]:
+        """A schema of no data column, as Spark's reader reads it (its parser pruning the columns): line by
+        line, a row of no column per line that is neither blank nor a comment, the line not parsed (so none
+        is malformed, and maxColumns and maxCharsPerColumn are not looked at, whatever the mode); with
+        multiLine, a row per record, each malformed (it has values, the schema none), as the mode says,
+        and a record past maxColumns or maxCharsPerColumn fails the read. The header is checked as ever."""
+        if self.comment is not None:
+            block = self.uncommented(block, self.comment, self.spec.encoding)
+        blank = _JAVA_SPACE if self.blank_lines else b"\r"
+        skip = header_lines(block, blank) if first_block and self.spec.header else 0
+        if skip:
+            self._check_header(block.split(b"\n", skip)[skip - 1].decode(self.spec.encoding, errors="replace"))
+        if not self.spec.multi_line:
+            count = sum(1 for line in block.split(b"\n")[skip:] if line.strip(_JAVA_SPACE))
+            return null_rows(rows_schema(self.schema), count), []
+        records = self._records(block, skip)
+        for record in records:
+            values = header_tokens(record, self.spec.separator, self.spec.quote, self.cr_data)
+            past = past_limits(len(values), max(map(len, values), default=0), self.spec.max_columns,
+                               self.spec.max_chars_per_column)
+            if past:
+                raise CsvRecordError(f"a record has {past[1]}: {record[:200]!r}")
+        return (null_rows(rows_schema(self.schema), len(records)),
+                [Malformed(row + 1, text, row) for row, text in enumerate(records)])
 
     def _records(self, block: bytes, skip: int) -> list[str]:
         """The texts of the block's records after the first ``skip`` lines, where they may span lines."""

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from connectors.files.source.read_spec import JsonSyntax, PatternFor, ReadSpec, no_pattern
-from connectors.files.source.records import Malformed, cast_each, interleave, null_rows
+from connectors.files.source.records import Malformed, cast_each, interleave, null_rows, rows_schema
 from connectors.files.source.spark_texts import spark_date, spark_decimal, spark_timestamp, spark_timestamp_ntz
 
 
@@ -47,9 +47,7 @@ class JsonParser:
 
     def __init__(self, spec: ReadSpec):
         self.spec = spec
-        # json's struct<>: a null column no record names carries the count of rows (Arrow's concatenation
-        # and take of tables of no column give none)
-        self.schema = spec.data_schema or pa.schema([(_ROWS, pa.null())])
+        self.schema = rows_schema(spec.data_schema)  # json's struct<>: a column no record names counts the rows
         self.read_schema = pa.schema([f.with_nullable(True) for f in self.schema])  # pyarrow's reader's
         self.encoding = spec.encoding
         self.pattern_for = spec.pattern_for
@@ -185,7 +183,6 @@ def _json_at(line: bytes, path: tuple[pa.Field, ...]) -> Any:
 
 
 _JSON = json.JSONDecoder()
-_ROWS = "\0connectors.files.rows"
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_NUMBER = re.compile(r"-?0+(?=\d)")  # the sign and leading zeros of a number

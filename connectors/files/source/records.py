@@ -167,3 +167,14 @@ def interleave(table: pa.Table, rows: pa.Table, at: Sequence[int]) -> pa.Table:
 def null_rows(schema: pa.Schema, count: int) -> pa.Table:
     # of a struct array: with no column (json's struct<>), the rows still count
     return pa.Table.from_struct_array(pa.nulls(count, pa.struct(list(schema))))
+
+
+# A schema of no data column (Spark's struct<>, given or json's inferred) still reads a row per record: a
+# null column no schema names carries their count through the parsers (Arrow's concatenation, take and
+# filter of tables of no column give none); the output (split_reader's BatchBuilder) leaves it out.
+ROWS = "\0connectors.files.rows"
+
+
+def rows_schema(data: pa.Schema) -> pa.Schema:
+    """``data``, or where it has no column, one of the ``ROWS`` column alone."""
+    return data or pa.schema([(ROWS, pa.null())])

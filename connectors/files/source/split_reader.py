@@ -257,6 +257,8 @@ class SplitReader:
                 if ends != separator:
                     if spec.file_format == "csv":  # Spark's line reader drops whitespace-only records
                         block = whitespace_records_blanked(block, separator)
+                        if parser.rows_only and b"\n" not in separator:  # a record's newlines are data, its own
+                            block = block.replace(b"\n", b" ")  # line (a row, unparsed) as in Spark's line reader
                     block, changed = separated(block, separator, spec.file_format, spec.encoding)
                 try:
                     table, bad = parser.parse(block, line == 0 and self.split.start == 0)
