@@ -327,6 +327,20 @@ READER_SCHEMA = {"type": "record", "name": "P", "fields": [
 ENUM_SCHEMA = {"type": "record", "name": "W", "namespace": "w", "fields": [
     {"name": "key", "type": "long"}, {"name": "label", "type": ["null", "string"]},
     {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["RED", "GREEN"]}}]}
+# Defaults of fields the files lack, at any depth (bytes as code points 0-255, a decimal, a union read as a
+# struct: of its first branch), and a long read as a double, through fastavro (a map) and polars (none)
+DEFAULT_WRITER = {"type": "record", "name": "D", "fields": [
+    {"name": "id", "type": "long"}, {"name": "n", "type": "long"},
+    {"name": "m", "type": {"type": "map", "values": "long"}}]}
+DEFAULT_ROWS = [{"id": i, "n": (1 << 63) - 1 - i, "m": {"k": i}} for i in range(3)]
+DEFAULT_READER = {"type": "record", "name": "D", "fields": [
+    *[{**f, "type": "double"} if f["name"] == "n" else f for f in DEFAULT_WRITER["fields"]],
+    {"name": "b", "type": "bytes", "default": "\u00ff\u0001"},
+    {"name": "r", "type": {"type": "record", "name": "In", "fields": [
+        {"name": "x", "type": "bytes"}, {"name": "d", "type": {"type": "bytes", "logicalType": "decimal",
+                                                               "precision": 5, "scale": 2}},
+        {"name": "u", "type": ["bytes", "long", "string"]}]},
+     "default": {"x": "\u00e9", "d": "\u0001\u0000", "u": "\u00ff"}}]}
 WRITE_DDL = "id long, name string, kind string, inner struct<x:int>"
 WRITE_ROWS = [(1, "a", "RED", (1,)), (2, None, "GREEN", (2,))]
 READS = {  # name -> (directory, options, schema DDL or None), read by spark-avro and by our source alike
@@ -336,6 +350,9 @@ READS = {  # name -> (directory, options, schema DDL or None), read by spark-avr
     "conflict": ("conflict", {"enableStableIdentifiersForUnionType": "true"}, None),
     "positional": ("pos", {"positionalFieldMatching": "true"}, "x long, y string"),
     "url": ("pos", {"avroSchemaUrl": "{reader}"}, None),
+    "defaults": ("dflt", {"avroSchema": json.dumps(DEFAULT_READER)}, None),
+    "defaults_columnar": ("dfltc", {"avroSchema": json.dumps({**DEFAULT_READER, "fields": [
+        f for f in DEFAULT_READER["fields"] if f["name"] != "m"]})}, None),
 }
 OPTIONS_SCRIPT = textwrap.dedent("""
     import json, sys
@@ -389,7 +406,10 @@ def test_spark_avro_options_read_and_write_as_spark_avro(utc_session, tmp_path):
     spark = utc_session
     for directory, schema, records in (("union", UNION_SCHEMA, UNION_ROWS), ("conflict", CONFLICT_SCHEMA, [{"u": 1}]),
                                        ("pos", {**READER_SCHEMA, "fields": READER_SCHEMA["fields"][:2]},
-                                        [{"a": 1, "b": "one"}, {"a": 2, "b": "two"}])):
+                                        [{"a": 1, "b": "one"}, {"a": 2, "b": "two"}]),
+                                       ("dflt", DEFAULT_WRITER, DEFAULT_ROWS),
+                                       ("dfltc", {**DEFAULT_WRITER, "fields": DEFAULT_WRITER["fields"][:2]},
+                                        [{k: v for k, v in r.items() if k != "m"} for r in DEFAULT_ROWS])):
         (tmp_path / directory).mkdir()
         with (tmp_path / directory / "f.avro").open("wb") as handle:
             fastavro.writer(handle, schema, records)

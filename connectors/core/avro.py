@@ -463,7 +463,8 @@ def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> 
         raise _Unresolvable(f"{wk} cannot be read as {rk}")
     if wk in ("fixed", "enum") and w.get("name") != r.get("name"):
         raise _Unresolvable("named types with different names")
-    return array.cast(target)
+    # a long (an int) read as a double or a float is rounded to the nearest, as Avro promotes it
+    return array.cast(target, safe=not (wk in ("int", "long") and rk in ("float", "double")))
 
 
 def _resolve_union(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> pa.Array:
@@ -503,21 +504,38 @@ def _matching_branch(branch: Any, branches: list) -> int:
 
 def _constant(default: Any, schema: Any, target: pa.DataType, count: int) -> pa.Array:
     """A field's default (given in its underlying Avro type) as ``count`` values of ``target``."""
-    inner, _ = _nullable(schema)
+    return pa.array([_default_value(default, schema)] * count, target)
+
+
+def _default_value(default: Any, schema: Any) -> Any:
+    """A default as JSON gives it -> the value of :func:`arrow_type`, at any depth: bytes and fixed from
+    strings of code points 0-255, decimals from those bytes, millisecond timestamps in microseconds, a
+    union's of its first branch (the first member of a union read as a struct)."""
     if isinstance(schema, list):  # a union's default is of its first branch
-        inner = schema[0]
-        if inner != "null" and isinstance(_read_as(schema)[0], list):  # the first member is set
-            first = _constant(default, inner, target.field(0).type, count)
-            rest = [pa.nulls(count, f.type) for f in list(target)[1:]]
-            return pa.StructArray.from_arrays([first, *rest], fields=list(target))
-    if default is not None and _type(inner) in ("bytes", "fixed"):
+        first = schema[0]
+        if first == "null" or default is None:
+            return None
+        value = _default_value(default, first)
+        return {"member0": value} if isinstance(_read_as(schema)[0], list) else value
+    if default is None:
+        return None
+    kind, logical = _type(schema), _logical(schema)
+    if kind == "record":
+        return {field["name"]: _default_value(default.get(field["name"], field.get("default")), field["type"])
+                for field in schema["fields"]}
+    if kind == "array":
+        return [_default_value(item, schema["items"]) for item in default]
+    if kind == "map":
+        return [(key, _default_value(value, schema["values"])) for key, value in default.items()]
+    if kind in ("bytes", "fixed"):
         default = default.encode("latin-1")  # a JSON string of code points 0-255, one per byte
-        if _logical(inner) == "decimal":
+        if logical == "decimal":
             unscaled = int.from_bytes(default, "big", signed=True)
-            default = decimal.Decimal(unscaled).scaleb(-inner.get("scale", 0), _EXACT)
-    if default is not None and _logical(inner) in ("timestamp-millis", "local-timestamp-millis"):
-        default *= 1000  # Arrow's timestamps here are in microseconds
-    return pa.array([default] * count, target)
+            default = decimal.Decimal(unscaled).scaleb(-schema.get("scale", 0), _EXACT)
+        return default
+    if logical in ("timestamp-millis", "local-timestamp-millis"):
+        return default * 1000  # Arrow's timestamps here are in microseconds
+    return default
 
 
 def _polars_read(container: bytes) -> pa.StructArray:
@@ -582,6 +600,7 @@ def _converter(schema: Any) -> Callable[[Any], Any] | None:
         fields = [(field["name"], convert) for field in schema["fields"] if (convert := _converter(field["type"]))]
 
         def record(value: dict) -> dict:
+            value = dict(value)  # fastavro gives one object for a default in every record: not changed in place
             for name, convert in fields:
                 value[name] = convert(value[name])
             return value
@@ -698,6 +717,15 @@ class Decoder:
             try:
                 return _resolve(_polars_read(block), self.writer, reader, self.target)
             except (PanicException, Exception):  # noqa: BLE001 - fastavro gives the reason, if any
+                pass
+        if self.reader is not None:  # read as written, then resolved as the columnar path resolves (fastavro
+            # gives defaults of bytes, decimals and millisecond timestamps other values, and shares them)
+            untag = self._untag_writer
+            rows = list(fastavro.reader(io.BytesIO(block), return_named_type=untag is not None))
+            try:
+                written = pa.array([untag(row) for row in rows] if untag else rows, arrow_type(self.writer))
+                return _resolve(written, self.writer, self.reader, self.target)
+            except (_Unresolvable, pa.ArrowException):
                 pass
         untag = self._untag_reader
         try:
