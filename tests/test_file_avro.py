@@ -341,6 +341,20 @@ DEFAULT_READER = {"type": "record", "name": "D", "fields": [
                                                                "precision": 5, "scale": 2}},
         {"name": "u", "type": ["bytes", "long", "string"]}]},
      "default": {"x": "\u00e9", "d": "\u0001\u0000", "u": "\u00ff"}}]}
+# Unions read as structs with branches a value does not tell apart: an int of [map, long, int], a double of
+# [string, float, double] that a float holds, are of the branch written (fastavro's writer takes the branch's name)
+BRANCH_SCHEMA = {"type": "record", "name": "B", "fields": [
+    {"name": "id", "type": "int"}, {"name": "a", "type": [{"type": "map", "values": "long"}, "long", "int"]},
+    {"name": "b", "type": ["null", "string", "float", "double"]}]}
+BRANCH_ROWS = [{"id": 1, "a": ("int", -1), "b": ("double", 1.5)}, {"id": 2, "a": ("long", 7), "b": ("float", 2.5)},
+               {"id": 3, "a": {"k": 1}, "b": None}]
+# Strings that are not UTF-8, in a file's string (through fastavro: polars refuses them) or bytes read as a string
+# (through polars): Spark keeps their bytes, and its rows show U+FFFD as Java decodes them (one for ED A0 80)
+TEXT_SCHEMA = {"type": "record", "name": "T", "fields": [{"name": "id", "type": "int"},
+                                                         {"name": "s", "type": "string"}]}
+TEXT_BYTES = {**TEXT_SCHEMA, "fields": [TEXT_SCHEMA["fields"][0], {"name": "s", "type": "bytes"}]}
+NOT_UTF8 = [{"id": i, "s": s} for i, s in enumerate([b"ok", b"a\xffb", b"\xe2\x82", b"\xed\xa0\x80x", b"\xc0\xaf",
+                                                      b"\xf4\x90\x80\x80", "é".encode()])]
 WRITE_DDL = "id long, name string, kind string, inner struct<x:int>"
 WRITE_ROWS = [(1, "a", "RED", (1,)), (2, None, "GREEN", (2,))]
 READS = {  # name -> (directory, options, schema DDL or None), read by spark-avro and by our source alike
@@ -353,6 +367,9 @@ READS = {  # name -> (directory, options, schema DDL or None), read by spark-avr
     "defaults": ("dflt", {"avroSchema": json.dumps(DEFAULT_READER)}, None),
     "defaults_columnar": ("dfltc", {"avroSchema": json.dumps({**DEFAULT_READER, "fields": [
         f for f in DEFAULT_READER["fields"] if f["name"] != "m"]})}, None),
+    "branches": ("branch", {}, None),
+    "not_utf8": ("text", {}, None),
+    "not_utf8_promoted": ("bytes", {"avroSchema": json.dumps(TEXT_SCHEMA)}, None),
 }
 OPTIONS_SCRIPT = textwrap.dedent("""
     import json, sys
@@ -365,7 +382,9 @@ OPTIONS_SCRIPT = textwrap.dedent("""
         reader = spark.read.format("avro").options(**options)
         try:
             df = (reader.schema(ddl) if ddl else reader).load(root + "/" + directory)
-            out[name] = [df.schema.simpleString(), sorted(map(str, df.collect()))]
+            text = [f"hex(cast({f.name} as binary))" for f in df.schema if f.dataType.simpleString() == "string"]
+            out[name] = [df.schema.simpleString(), sorted(map(str, df.collect())),
+                         sorted(map(str, df.selectExpr(*text).collect()))]
         except Exception as exc:
             out[name] = str(exc)
     df = spark.createDataFrame([(1, "a", "RED", (1,)), (2, None, "GREEN", (2,))], sys.argv[4])
@@ -403,16 +422,25 @@ def test_spark_avro_options_read_and_write_as_spark_avro(utc_session, tmp_path):
     avroSchemaUrl, datetimeRebaseMode CORRECTED on reads; recordName/recordNamespace, avroSchema with
     an enum and positionalFieldMatching on writes (Spark's writer takes unions as member0, ... only).
     Spark's avro format and ours read the same files, and write the same records and names."""
+    from connectors.core import avro  # noqa: PLC0415
+
     spark = utc_session
     for directory, schema, records in (("union", UNION_SCHEMA, UNION_ROWS), ("conflict", CONFLICT_SCHEMA, [{"u": 1}]),
                                        ("pos", {**READER_SCHEMA, "fields": READER_SCHEMA["fields"][:2]},
                                         [{"a": 1, "b": "one"}, {"a": 2, "b": "two"}]),
                                        ("dflt", DEFAULT_WRITER, DEFAULT_ROWS),
                                        ("dfltc", {**DEFAULT_WRITER, "fields": DEFAULT_WRITER["fields"][:2]},
-                                        [{k: v for k, v in r.items() if k != "m"} for r in DEFAULT_ROWS])):
+                                        [{k: v for k, v in r.items() if k != "m"} for r in DEFAULT_ROWS]),
+                                       ("branch", BRANCH_SCHEMA, BRANCH_ROWS), ("bytes", TEXT_BYTES, NOT_UTF8)):
         (tmp_path / directory).mkdir()
         with (tmp_path / directory / "f.avro").open("wb") as handle:
             fastavro.writer(handle, schema, records)
+    header, sync = avro.container_header(json.dumps(TEXT_SCHEMA))  # strings of the bytes NOT_UTF8 has
+    body = io.BytesIO()
+    for record in NOT_UTF8:
+        fastavro.schemaless_writer(body, fastavro.parse_schema(TEXT_BYTES), record)
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "f.avro").write_bytes(header + avro.container_block(len(NOT_UTF8), body.getvalue(), sync))
     (tmp_path / "reader.avsc").write_text(json.dumps(READER_SCHEMA))
     reads = json.loads(json.dumps(READS).replace("{reader}", str(tmp_path / "reader.avsc")))
     result = subprocess.run([sys.executable, "-c", OPTIONS_SCRIPT, str(tmp_path), SPARK_AVRO, json.dumps(reads),
@@ -425,7 +453,9 @@ def test_spark_avro_options_read_and_write_as_spark_avro(utc_session, tmp_path):
         reader = spark.read.format(FORMAT).options(fileFormat="avro", **options)
         try:
             df = (reader.schema(ddl) if ddl else reader).load(str(tmp_path / directory))
-            ours = [df.schema.simpleString(), sorted(map(str, df.collect()))]
+            text = [f"hex(cast({f.name} as binary))" for f in df.schema if f.dataType.simpleString() == "string"]
+            ours = [df.schema.simpleString(), sorted(map(str, df.collect())),
+                    sorted(map(str, df.selectExpr(*text).collect()))]
         except Exception as exc:  # noqa: BLE001 - compared with Spark's error below
             ours = str(exc)
         if name == "conflict":

@@ -322,6 +322,14 @@ RECORD_B = {"type": "record", "name": "B", "fields": [{"name": "a", "type": "int
      [{"member0": None, "member1": {"a": 2}}, {"member0": {"a": 3}, "member1": None}]),
     (["null", RECORD_A, "string"], [{"a": 1}, "s", None], "struct<member0:struct<a:int>,member1:string>",
      [{"member0": {"a": 1}, "member1": None}, {"member0": None, "member1": "s"}, None]),
+    # int and long, float and double beside another type: the branch written, though the other holds the value
+    ([{"type": "map", "values": "long"}, "long", "int"], [("int", -1), ("long", 7), {"k": 1}],
+     "struct<member0:map<string,bigint>,member1:bigint,member2:int>",
+     [{"member0": None, "member1": None, "member2": -1}, {"member0": None, "member1": 7, "member2": None},
+      {"member0": [("k", 1)], "member1": None, "member2": None}]),
+    (["null", "string", "float", "double"], [("double", 1.5), ("float", 2.5), None],
+     "struct<member0:string,member1:float,member2:double>",
+     [{"member0": None, "member1": None, "member2": 1.5}, {"member0": None, "member1": 2.5, "member2": None}, None]),
 ])
 def test_unions_of_several_types_are_read_as_spark_avro_reads_them(union, written, spark, decoded):
     """int and long as bigint, float and double as double, any other union as a struct of one member
@@ -334,6 +342,24 @@ def test_unions_of_several_types_are_read_as_spark_avro_reads_them(union, writte
     decoder = avro.Decoder(json.dumps(schema), parsed, avro.arrow_type(parsed))
     values, bad = decoder.decode(pa.array(fastavro_bodies(schema, [{"u": v} for v in written]), pa.binary()))
     assert bad == {} and values.to_pylist() == [{"u": v} for v in decoded]
+
+
+@pytest.mark.parametrize("written", ["string", "bytes"])
+@pytest.mark.parametrize("columnar", [True, False])
+def test_strings_that_are_not_utf8_keep_their_bytes(written, columnar):
+    """A string that is not UTF-8, written as a string or as bytes read as a string, keeps its bytes, as
+    spark-avro keeps them (Spark's rows show U+FFFD where Java decodes them so): no bad record."""
+    texts = [b"ok", b"a\xffb", b"\xed\xa0\x80x", "é".encode()]
+    fields = [{"name": "s", "type": written}] + ([] if columnar else [{"name": "m", "type": {"type": "map",
+                                                                                              "values": "int"}}])
+    writer = {"type": "record", "name": "R", "fields": fields}
+    as_bytes = {**writer, "fields": [{"name": "s", "type": "bytes"}, *fields[1:]]}
+    reader = avro.parse({**writer, "fields": [{"name": "s", "type": "string"}, *fields[1:]]})
+    decoder = avro.Decoder(json.dumps(writer), reader, avro.arrow_type(reader))
+    values, bad = decoder.decode(pa.array(fastavro_bodies(as_bytes, [{"s": t, "m": {}} for t in texts]), pa.binary()))
+    strings = values.field("s")
+    binary = {pa.string(): pa.binary(), pa.large_string(): pa.large_binary()}[strings.type]
+    assert bad == {} and strings.view(binary).to_pylist() == texts
 
 
 def test_unions_are_resolved_branch_by_branch():

@@ -463,6 +463,11 @@ def _resolve(array: pa.Array, writer: Any, reader: Any, target: pa.DataType) -> 
         raise _Unresolvable(f"{wk} cannot be read as {rk}")
     if wk in ("fixed", "enum") and w.get("name") != r.get("name"):
         raise _Unresolvable("named types with different names")
+    texts = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    if any(t(target) for t in texts[:2]) and any(t(array.type) for t in texts):
+        # bytes (or a string) read as a string are kept as they are, valid UTF-8 or not, as Spark keeps them
+        array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+        return array.view(_as_binary(array.type)).cast(_as_binary(target)).view(target)
     # a long (an int) read as a double or a float is rounded to the nearest, as Avro promotes it
     return array.cast(target, safe=not (wk in ("int", "long") and rk in ("float", "double")))
 
@@ -549,28 +554,70 @@ _MAPPED_LOGICAL = ("decimal", "date", "timestamp-millis", "timestamp-micros", "l
                    "local-timestamp-micros")
 
 
-def _for_fastavro(schema: Any, seen: set[str] | None = None) -> Any:
+def _for_fastavro(schema: Any, seen: set[str] | None = None, tagged: bool = False) -> Any:
     """An expanded schema as fastavro takes it back: a named type defined where first used, then
     referred to by name; logical types that :func:`spark_type` does not map (times, uuid, nanos) as
-    the plain type it makes of them."""
+    the plain type it makes of them. ``tagged`` (to read values as written, not to resolve them): the
+    same bytes on the wire read so that no value is lost or guessed: strings as bytes (Spark keeps a
+    string's bytes as they are, valid UTF-8 or not), and each unnamed branch of a union read as a struct
+    as a one-field record named after its place (zero bytes more), so that ``return_named_type`` tells
+    the branch written (a 1 of the int branch of [long, int] is not the long branch's)."""
     seen = set() if seen is None else seen
     if isinstance(schema, list):
-        if isinstance(_read_as(schema)[0], str):  # int and long (float and double) as one number: plain
+        inner = _read_as(schema)[0]
+        if isinstance(inner, str):  # int and long (float and double) as one number: plain
             schema = [_type(branch) for branch in schema]
-        return [_for_fastavro(branch, seen) for branch in schema]
+        elif tagged and isinstance(inner, list):
+            union, branches = len(seen), [branch for branch in schema if branch != "null"]
+            out = []
+            for branch in schema:
+                if branch == "null" or _type(branch) in _NAMED:
+                    out.append(_for_fastavro(branch, seen, tagged))
+                    continue
+                name = f"{_BRANCH}{union}_{branches.index(branch)}"
+                seen.add(name)
+                out.append({"type": "record", "name": name,
+                            "fields": [{"name": "v", "type": _for_fastavro(branch, seen, tagged)}]})
+            return out
+        return [_for_fastavro(branch, seen, tagged) for branch in schema]
     if not isinstance(schema, dict):
-        return schema
+        return "bytes" if tagged and schema == "string" else schema
     if schema["type"] in ("record", "enum", "fixed"):
         if schema["name"] in seen:
             return schema["name"]
         seen.add(schema["name"])
     plain = {k: v for k, v in schema.items() if k != "logicalType" or v in _MAPPED_LOGICAL}
     if schema["type"] == "record":
-        plain["fields"] = [{**field, "type": _for_fastavro(field["type"], seen)} for field in schema["fields"]]
+        plain["fields"] = [{**field, "type": _for_fastavro(field["type"], seen, tagged)} for field in schema["fields"]]
     elif schema["type"] in ("array", "map"):
         key = "items" if schema["type"] == "array" else "values"
-        plain[key] = _for_fastavro(schema[key], seen)
+        plain[key] = _for_fastavro(schema[key], seen, tagged)
+    elif tagged and schema["type"] == "string":
+        return "bytes"
     return plain
+
+
+_BRANCH = "connectors_union_branch_"  # the records that tag the branches of a union read tagged
+
+
+def _as_binary(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with binary for string at every depth: the same layout, so that values built as
+    binary are viewed as strings (``Array.view``) without checking that they are UTF-8, as Spark keeps them."""
+    if pa.types.is_string(data_type) or pa.types.is_large_string(data_type):
+        return pa.binary() if pa.types.is_string(data_type) else pa.large_binary()
+    if pa.types.is_struct(data_type):
+        return pa.struct([f.with_type(_as_binary(f.type)) for f in data_type])
+    if pa.types.is_map(data_type):
+        return pa.map_(_as_binary(data_type.key_type), data_type.item_field.with_type(_as_binary(data_type.item_type)))
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        value = data_type.value_field.with_type(_as_binary(data_type.value_type))
+        return pa.large_list(value) if pa.types.is_large_list(data_type) else pa.list_(value)
+    return data_type
+
+
+def _as_read(rows: list, data_type: pa.DataType) -> pa.Array:
+    """Values read tagged (strings as bytes) as an Arrow array of ``data_type``."""
+    return pa.array(rows, _as_binary(data_type)).view(data_type)
 
 
 def _untagger(schema: Any) -> Callable[[Any], Any] | None:
@@ -640,12 +687,14 @@ _PYTHON_TYPES = {"boolean": bool, "int": int, "long": int, "float": float, "doub
 
 
 def _branch_of(branches: list, value: Any) -> tuple[int, Any]:
-    """The union branch a value fastavro read was written with, and the value: a named type by the name
-    fastavro gives it, any other by the first branch whose type holds the value, the rule by which
-    fastavro's writer picks a branch (so int and long, float and double in one union are told apart
-    by range and precision only: a 1 written as long is read as the int branch's)."""
+    """The union branch a value fastavro read was written with, and the value: read tagged, by the name of
+    the record around it; a named type by the name fastavro gives it; any other (read with a reader schema)
+    by the first branch whose type holds the value, the rule by which fastavro's writer picks a branch (so
+    int and long, float and double in one union are told apart by range and precision only)."""
     if isinstance(value, tuple):
         name, value = value
+        if name.rsplit(".", 1)[-1].startswith(_BRANCH):  # read tagged: a record around the value, named
+            return int(name.rsplit("_", 1)[1]), value["v"]  # after its branch (in the enclosing namespace)
         return next(i for i, b in enumerate(branches) if _type(b) in _NAMED and b["name"] == name), value
     index = next((i for i, branch in enumerate(branches) if _holds_value(branch, value)), None)
     if index is None:
@@ -679,6 +728,10 @@ def _is_float32(value: float) -> bool:
         return False
 
 
+_NOT_UTF8 = ("a string is not valid UTF-8 where the reader schema resolution needs it as text (Spark keeps its bytes): "
+             "read it without avroSchema, or as bytes, and convert it in the query")
+
+
 class Decoder:
     """Avro bodies written with ``writer`` -> Arrow values of the ``reader`` schema (``target`` type)."""
 
@@ -687,10 +740,12 @@ class Decoder:
         self.writer = parse(writer_json)
         self.reader, self.target = reader, target
         self.columnar = _polars_can_read(self.writer) and _type(_nullable(self.writer)[0]) == "record"
-        plain_writer = _for_fastavro(self.writer)
+        plain_writer, tagged_writer = _for_fastavro(self.writer), _for_fastavro(self.writer, tagged=True)
         self._fastavro_writer = fastavro.parse_schema(plain_writer)
+        self._tagged_writer = fastavro.parse_schema(tagged_writer)  # to read values as written
         self._fastavro_reader = fastavro.parse_schema(_for_fastavro(reader)) if reader is not None else None
         self._header = container_header(json.dumps(plain_writer))
+        self._tagged_header = container_header(json.dumps(tagged_writer), sync=self._header[1])[0]
         self._sizer: Encoder | None = None
         self._untag_writer = _untagger(self.writer)
         self._untag_reader = self._untag_writer if reader is None else _untagger(reader)
@@ -709,30 +764,35 @@ class Decoder:
     def decode_block(self, count: int, data: bytes) -> pa.Array:
         """The records of one uncompressed container block (an Avro file's), resolved to the reader schema."""
         header, sync = self._header
-        block = header + container_block(count, data, sync)
+        body = container_block(count, data, sync)
         reader = self.writer if self.reader is None else self.reader
         if self.columnar:
             from polars.exceptions import PanicException  # noqa: PLC0415
 
             try:
-                return _resolve(_polars_read(block), self.writer, reader, self.target)
+                return _resolve(_polars_read(header + body), self.writer, reader, self.target)
             except (PanicException, Exception):  # noqa: BLE001 - fastavro gives the reason, if any
                 pass
-        if self.reader is not None:  # read as written, then resolved as the columnar path resolves (fastavro
-            # gives defaults of bytes, decimals and millisecond timestamps other values, and shares them)
-            untag = self._untag_writer
-            rows = list(fastavro.reader(io.BytesIO(block), return_named_type=untag is not None))
-            try:
-                written = pa.array([untag(row) for row in rows] if untag else rows, arrow_type(self.writer))
-                return _resolve(written, self.writer, self.reader, self.target)
-            except (_Unresolvable, pa.ArrowException):
-                pass
+        # read as written (tagged), then resolved as the columnar path resolves (fastavro gives defaults of
+        # bytes, decimals and millisecond timestamps other values, and shares them)
+        untag = self._untag_writer
+        rows = list(fastavro.reader(io.BytesIO(self._tagged_header + body), return_named_type=untag is not None))
+        written = _as_read([untag(row) for row in rows] if untag else rows, arrow_type(self.writer))
+        if self.reader is None and written.type == self.target:
+            return written
+        try:
+            return _resolve(written, self.writer, reader, self.target)
+        except (_Unresolvable, pa.ArrowException):
+            if self.reader is None:
+                raise
         untag = self._untag_reader
         try:
-            rows = list(fastavro.reader(io.BytesIO(block), reader_schema=self._fastavro_reader,
+            rows = list(fastavro.reader(io.BytesIO(header + body), reader_schema=self._fastavro_reader,
                                         return_named_type=untag is not None))
         except fastavro.read.SchemaResolutionError as exc:  # not a corrupt file: the schemas do not match
             raise AvroTypeError(f"the file's Avro schema cannot be resolved to the reader schema: {exc}") from None
+        except UnicodeDecodeError:
+            raise AvroTypeError(_NOT_UTF8) from None
         return pa.array([untag(row) for row in rows] if untag else rows, self.target)
 
     def _columnar(self, bodies: pa.Array) -> pa.Array:
@@ -753,18 +813,18 @@ class Decoder:
     def _per_record(self, bodies: list[bytes]) -> tuple[pa.Array, dict[int, str]]:
         """Read with the writer schema, then resolved as the columnar path resolves (fastavro gives the
         defaults of bytes and millisecond timestamps other values); fastavro resolves the rest."""
-        rows, bad = self._read_each(bodies, None, self._untag_writer)
+        rows, bad = self._read_each(bodies, self._tagged_writer, None, self._untag_writer)
         try:
-            written = pa.array(rows, arrow_type(self.writer))
+            written = _as_read(rows, arrow_type(self.writer))
             return _resolve(written, self.writer, self.writer if self.reader is None else self.reader, self.target), bad
         except (_Unresolvable, AvroError, pa.ArrowException):
-            rows, bad = self._read_each(bodies, self._fastavro_reader, self._untag_reader)
+            rows, bad = self._read_each(bodies, self._fastavro_writer, self._fastavro_reader, self._untag_reader)
             return pa.array(rows, self.target), bad
 
-    def _read_each(self, bodies: list[bytes], reader_schema: Any,
+    def _read_each(self, bodies: list[bytes], writer: Any, reader_schema: Any,
                    untag: Callable[[Any], Any] | None) -> tuple[list, dict[int, str]]:
         rows, bad = [], {}
-        reader, writer = fastavro.schemaless_reader, self._fastavro_writer
+        reader = fastavro.schemaless_reader
         for index, body in enumerate(bodies):
             try:
                 stream = io.BytesIO(body)
