@@ -103,6 +103,12 @@ def test_rate_limit_splits_by_backlog_and_never_starves_small_partitions():
     # 100 offsets: 1000/1011 of them to partition 0; partitions 1 and 2 still get at least one.
     assert rate_limit(start, latest, 100) == {("t", 0): 98, ("t", 1): 1, ("t", 2): 11}
     assert rate_limit(start, latest, 5000) == latest
+    # Spark computes each share as limit * (size / total) in doubles and floors it: 22 * (30 / 44) is
+    # 14.999..., so 14 + 7 offsets where 22 * 30 / 44 gave 15 + 7 (found by a differential run). A
+    # backlog within the limit is read whole, where Spark's shares leave one of 15 + 7 under 22 behind.
+    zero = {("t", 0): 0, ("t", 1): 0}
+    assert rate_limit(zero, {("t", 0): 30, ("t", 1): 14}, 22) == {("t", 0): 14, ("t", 1): 7}
+    assert rate_limit(zero, {("t", 0): 15, ("t", 1): 7}, 22) == {("t", 0): 15, ("t", 1): 7}
 
 
 def test_split_honours_min_partitions_and_max_records():
@@ -389,6 +395,21 @@ def test_batch_by_timestamps(spark, kafka_bootstrap, topic):
     assert read(startingTimestamp=str(base + 99_000), startingOffsetsByTimestampStrategy="latest") == []
     with pytest.raises(PySparkException, match=f"no record at or after timestamp {base + 99_000} in topic {name}"):
         read(startingTimestamp=str(base + 99_000))
+    # Per-partition start and end timestamps, the start after the end: the read fails before either
+    # is resolved, as Spark's ("The specified start timestamp ... is greater than the end timestamp"),
+    # also where both resolve to one offset and the read would be empty: it was read without a word
+    # (found by a differential run against Spark's source). Spark checks only these two options
+    # against each other; with startingTimestamp or endingTimestamp both read on.
+    per_partition = lambda start, end: read(  # noqa: E731
+        startingOffsetsByTimestamp=json.dumps({name: {"0": start}}),
+        endingOffsetsByTimestamp=json.dumps({name: {"0": end}}), startingOffsetsByTimestampStrategy="latest")
+    with pytest.raises(PySparkException, match=f"topic {name} partition 0: the start timestamp {base + 99_001} "
+                                               f".option 'startingOffsetsByTimestamp'. is after the end timestamp "
+                                               f"{base + 99_000} .option 'endingOffsetsByTimestamp'."):
+        per_partition(base + 99_001, base + 99_000)
+    assert per_partition(base + 99_000, base + 99_000) == []
+    assert read(startingTimestamp=str(base + 99_001), endingTimestamp=str(base + 99_000),
+                startingOffsetsByTimestampStrategy="latest") == []
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
@@ -604,6 +625,27 @@ def test_subscribe_asks_for_its_topics_metadata_only(kafka_bootstrap, topic, uni
         broker.close()
     assert sorted(asked) == sorted([first, missing, second])
     assert missing not in AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
+
+
+def test_subscribe_pattern_matches_anywhere_in_a_topic_name_as_sparks(kafka_bootstrap, topic, unique):
+    """Spark 4.2's source finds the topics of ``subscribePattern`` with Scala's ``findFirstIn``: a
+    match anywhere in the name, not the Java consumer's full match. Found by a differential run
+    against it: ``<prefix>-plain0|logappend3`` read ``<prefix>-logappend3`` too in Spark's source,
+    only ``<prefix>-plain0`` in ours; with ``startingOffsets`` JSON for that one topic Spark's read
+    then failed and ours read it."""
+    names = [topic(1, name=f"{unique}-a"), topic(2, name=f"x{unique}"), topic(1, name=f"{unique}b-c")]
+
+    def read(pattern: str) -> list[tuple[str, int]]:
+        broker = BrokerClient(options(kafka_bootstrap, subscribePattern=pattern))
+        try:
+            return [tp for tp in broker.partitions() if unique in tp[0]]
+        finally:
+            broker.close()
+
+    everything = [(names[0], 0), (names[2], 0), (names[1], 0), (names[1], 1)]
+    assert read(unique) == everything
+    assert read(f"{unique}-a|b-c") == [(names[0], 0), (names[2], 0)]
+    assert read(f"^{unique}-a$") == [(names[0], 0)]  # anchors still ask for the whole name
 
 
 def test_latest_offsets_are_throttled(kafka_bootstrap, topic):

@@ -145,9 +145,11 @@ class BrokerClient:
         if options.subscribe is not None:
             return self._existing(options.subscribe)
         topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
+        # A match anywhere in the name, as Spark 4.2's source (its partition discovery finds topics with
+        # Scala's findFirstIn, not the Java consumer's full match): "orders" also reads "orders-eu".
         pattern = re.compile(options.subscribe_pattern or "")
         return sorted((name, p) for name, topic in topics.items()
-                      if pattern.fullmatch(name) and not name.startswith("__") and topic.error is None
+                      if pattern.search(name) and not name.startswith("__") and topic.error is None
                       for p in topic.partitions)  # fmt: skip
 
     def starting_partitions(self) -> list[TopicPartition]:

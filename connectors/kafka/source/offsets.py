@@ -80,6 +80,11 @@ def rate_limit(start: Offsets, latest: Offsets, limit: int) -> Offsets:
 
     ``start`` must have an entry for every partition of ``latest``. A partition whose share is
     below one offset still gets one, so small partitions are never starved.
+
+    Each share is computed as Spark does, ``limit * (size / total)`` in doubles, floored: that
+    product can fall just below a whole number (22 * (30 / 44) = 14.999...: 14 offsets). A backlog
+    within the limit is read whole, where Spark's shares may leave an offset of it for another
+    micro-batch (15 and 7 under 22: 14 and 7).
     """
     sizes = {tp: end - start[tp] for tp, end in latest.items() if end > start[tp]}
     total = sum(sizes.values())
@@ -87,7 +92,7 @@ def rate_limit(start: Offsets, latest: Offsets, limit: int) -> Offsets:
         return dict(latest)
     limited = dict(latest)
     for tp, size in sizes.items():
-        share = limit * size / total
+        share = limit * (size / total)
         limited[tp] = min(latest[tp], start[tp] + (math.ceil(share) if share < 1 else math.floor(share)))
     return limited
 

@@ -137,10 +137,11 @@ class KafkaBatchReader(_PlansRanges, DataSourceReader):
             strategy = self.options.starting_offsets_by_timestamp_strategy
             kind, spec = self.options.starting(EARLIEST)
             starting = _option_name("starting", kind)
+            end_kind, end_spec = self.options.ending()
+            ending = _option_name("ending", end_kind)
+            _check_timestamps(tps, (kind, spec, starting), (end_kind, end_spec, ending))
             start = broker.resolve(tps, kind, spec, starting, strategy)
-            kind, spec = self.options.ending()
-            ending = _option_name("ending", kind)
-            end = broker.resolve(tps, kind, spec, ending, "latest")
+            end = broker.resolve(tps, end_kind, end_spec, ending, "latest")
             # Both ends come from the options, resolved now: a start past the end is a wrong option,
             # not data loss (which failOnDataLoss=false would turn into a read from the earliest
             # offset). Spark's batch read fails the same way.
@@ -272,6 +273,24 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
     def stop(self) -> None:
         if self._broker is not None:
             self._broker.close()
+
+
+def _check_timestamps(tps: list[tuple[str, int]], start: tuple, end: tuple) -> None:
+    """``startingOffsetsByTimestamp`` and ``endingOffsetsByTimestamp`` both given: a partition's
+    start timestamp after its end timestamp fails the read, naming both options, before either is
+    resolved, as Spark's does, also where both resolve to one offset (the latest of a partition
+    without records there) and the read would be empty. Spark checks only these two options
+    against each other: with ``startingTimestamp`` or ``endingTimestamp`` on either side its read
+    goes on (empty, or failing on the resolved offsets), and so does ours."""
+    (start_kind, start_spec, starting), (end_kind, end_spec, ending) = start, end
+    if start_kind != "timestamps" or end_kind != "timestamps":
+        return
+    for topic, partition in tps:
+        first, last = start_spec.get(topic, {}).get(partition), end_spec.get(topic, {}).get(partition)
+        if first is not None and last is not None and first > last:
+            raise KafkaSourceError(
+                f"{FORMAT}: topic {topic} partition {partition}: the start timestamp {first} (option '{starting}') "
+                f"is after the end timestamp {last} (option '{ending}')")
 
 
 def _option_name(side: str, kind: str) -> str:
