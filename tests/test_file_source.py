@@ -118,6 +118,37 @@ def test_parquet_timestamps_spark_wrote_read_as_spark_reads_them(spark, tmp_path
         spark.conf.set("spark.sql.parquet.outputTimestampType", unit)
 
 
+def test_parquet_of_other_writers_read_as_spark_reads_them(spark, tmp_path):
+    """pyarrow's unsigned integers (Spark's next wider type, UINT_64 as decimal(20,0)), columns of
+    nulls (int) and durations (bigint) are inferred as Spark infers them; columns and struct fields
+    match a schema's names in any case, as Spark's reader (caseSensitive=false) matches them; a type
+    Spark's reader refuses to read a column as fails the read naming the column, where a cast would
+    read it silently."""
+    import pyarrow as pa
+
+    kind = pa.struct([("Inner", pa.int32()), ("b", pa.string())])
+    pq.write_table(pa.table({
+        "Id": pa.array([1, 2], pa.int64()), "u8": pa.array([255, None], pa.uint8()),
+        "u16": pa.array([65535, 0], pa.uint16()), "u32": pa.array([2**32 - 1, 0], pa.uint32()),
+        "u64": pa.array([2**64 - 1, 0], pa.uint64()), "nothing": pa.nulls(2),
+        "St": pa.array([{"Inner": 7, "b": "x"}, None], kind),
+        "list_u32": pa.array([[2**32 - 1], None], pa.list_(pa.uint32())),
+        "took": pa.array([5, None], pa.duration("ms")),
+    }), tmp_path / "a.parquet")
+    path = str(tmp_path)
+    ours = spark.read.format("connectors.files").option("fileFormat", "parquet")
+    for schema in (None, "id long, st struct<inner:int, B:string>, U64 decimal(20,0), u8 short"):
+        theirs_df = spark.read.parquet(path) if schema is None else spark.read.schema(schema).parquet(path)
+        ours_df = ours.load(path) if schema is None else ours.schema(schema).load(path)
+        assert ours_df.schema.simpleString() == theirs_df.schema.simpleString()
+        assert sorted(ours_df.collect()) == sorted(theirs_df.collect())
+    for schema, column in (("Id int", "Id"), ("id string", "Id"), ("st struct<inner:float>", "St")):
+        with pytest.raises(Exception):
+            spark.read.schema(schema).parquet(path).collect()
+        with pytest.raises(Exception, match=f"column '{column}' .* cannot be read as"):
+            ours.schema(schema).load(path).collect()
+
+
 # One csv column per case: a value or two (merged in order), over two files.
 CSV_INFERENCE_CASES = [
     ("+1", "007"), ("2147483648", ""), ("9223372036854775808", ""), ("5.", ""), ("1e5", "1d"), ("0x1p3", " 1"),

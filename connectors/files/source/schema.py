@@ -154,7 +154,9 @@ class SchemaInference:
         with fs.open(path, "rb") as raw:
             parquet = open_parquet(raw)
             physical = leaf_physical_types(parquet)
-            return pa.schema([f.with_type(_int96_as_instants(f.type, physical)) for f in parquet.schema_arrow])
+            # Spark reads the void columns of its own files (array(), map()) by the schema it stores: void
+            types = _SPARK_TYPES if _SPARK_ROW_METADATA in (parquet.metadata.metadata or {}) else _SPARK_PARQUET_TYPES
+            return pa.schema([f.with_type(_int96_as_instants(f.type, physical, types)) for f in parquet.schema_arrow])
 
     def _avro(self, files: list[FileStatus]) -> pa.Schema:
         from connectors.core import avro  # fastavro: only where an Avro schema is read
@@ -287,21 +289,35 @@ class SchemaInference:
         return schema
 
 
-def _int96_as_instants(kind: pa.DataType, physical: Iterator[str]) -> pa.DataType:
+def _int96_as_instants(kind: pa.DataType, physical: Iterator[str],
+                       types: dict[pa.DataType, pa.DataType] | None = None) -> pa.DataType:
     """``kind`` with its INT96 timestamps as UTC instants, as Spark infers them (``timestamp``):
-    pyarrow reads them zone-less. ``physical`` gives the physical types of the parquet leaf columns
+    pyarrow reads them zone-less; and its other types as Spark infers them (``_SPARK_PARQUET_TYPES``).
+    ``physical`` gives the physical types of the parquet leaf columns
     in the order the Arrow type's leaves come (depth first)."""
     if pa.types.is_struct(kind):
-        return pa.struct([f.with_type(_int96_as_instants(f.type, physical)) for f in kind])
+        return pa.struct([f.with_type(_int96_as_instants(f.type, physical, types)) for f in kind])
     if pa.types.is_map(kind):
-        key = kind.key_field.with_type(_int96_as_instants(kind.key_type, physical))
-        return pa.map_(key, kind.item_field.with_type(_int96_as_instants(kind.item_type, physical)))
+        key = kind.key_field.with_type(_int96_as_instants(kind.key_type, physical, types))
+        return pa.map_(key, kind.item_field.with_type(_int96_as_instants(kind.item_type, physical, types)))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        item = kind.value_field.with_type(_int96_as_instants(kind.value_type, physical))
+        item = kind.value_field.with_type(_int96_as_instants(kind.value_type, physical, types))
         return pa.list_(item) if pa.types.is_list(kind) else pa.large_list(item)
     if next(physical) == "INT96" and pa.types.is_timestamp(kind):
         return pa.timestamp(kind.unit, "UTC")
-    return kind
+    return (_SPARK_PARQUET_TYPES if types is None else types).get(kind, kind)
+
+
+# Parquet types Spark reads as others: unsigned integers as the next wider signed type (UINT_64 as
+# decimal(20,0)), a column of nulls (pyarrow's UNKNOWN logical type) as int, and pyarrow's durations (plain
+# INT64 columns, typed only by pyarrow's ARROW:schema) as bigint. pyarrow reads them as types Spark has none
+# for (``uint8``, ``null``: void) or as others (an interval); the reader casts the values.
+_SPARK_PARQUET_TYPES = {
+    pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0),
+    pa.null(): pa.int32(), **{pa.duration(unit): pa.int64() for unit in ("s", "ms", "us", "ns")},
+}
+_SPARK_TYPES = {kind: spark for kind, spark in _SPARK_PARQUET_TYPES.items() if kind != pa.null()}
+_SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"  # the schema of the file Spark wrote
 
 
 class _MergeConflict(ValueError):

@@ -339,15 +339,31 @@ class SplitReader:
     def _parquet(self, raw: BinaryIO) -> Iterator[pa.RecordBatch]:
         try:
             parquet = open_parquet(raw)
-            present = [name for name in self.spec.data_schema.names if name in parquet.schema_arrow.names]
+            # the file's column of each column of the schema, by name in any case, as Spark's (caseSensitive=false)
+            groups = self.split.row_groups
+            groups = range(parquet.metadata.num_row_groups) if groups is None else groups
+            rows = sum(parquet.metadata.row_group(group).num_rows for group in groups)  # none: no type checked
+            columns = parquet_columns(parquet.schema_arrow, self.spec.data_schema, self.split.path, rows > 0)
+            present = list(columns.values())
             calendar = FileCalendar.of(self.split.path, parquet.metadata.metadata, self.spec.datetime_rebase,
                                        self.spec.int96_rebase)
             fixes = calendar.column_fixes(parquet.schema_arrow, present, leaf_physical_types(parquet))
             batches = parquet.iter_batches(
                 batch_size=PARQUET_BATCH_ROWS, row_groups=self.split.row_groups, columns=present
             )
+            names = list(columns)
             for batch in batches:
-                yield self.out.build(pa.Table.from_batches([fixed(batch, fixes)]))
+                batch = fixed(batch, fixes)
+                arrays = [_renamed(array, self.spec.data_schema.field(name).type)
+                          for name, array in zip(names, batch.columns)]
+                table = pa.Table.from_arrays(arrays, names=names) if names else pa.Table.from_batches([batch])
+                try:
+                    out = self.out.build(table)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:  # not a corrupt file: a value of
+                    # no schema type (ignoreCorruptFiles must not skip it)
+                    raise ValueError(f"connectors.files: {self.split.path}: cannot read the file's values as the "
+                                     f"schema's types: {exc}") from None
+                yield out
         except (pa.ArrowInvalid, OSError) as exc:
             error = self._corrupt(exc)
             if not self.spec.ignore_corrupt_files:
@@ -424,6 +440,114 @@ def open_parquet(raw: BinaryIO) -> pq.ParquetFile:
     """A parquet file whose INT96 timestamps (what Spark writes by default) read at microseconds,
     Spark's unit: at pyarrow's nanoseconds only years 1677-2262 fit."""
     return pq.ParquetFile(raw, coerce_int96_timestamp_unit="us")
+
+
+def parquet_columns(file: pa.Schema, schema: pa.Schema, path: str, check: bool = True) -> dict[str, str]:
+    """The file's column (by name) of each column of ``schema`` the file has, matched by name in any case,
+    as Spark's parquet reader matches them (``spark.sql.caseSensitive=false``, its default): two columns of
+    the file matching one of the schema fail, as in Spark. A file column whose type Spark's reader cannot
+    read as the schema's fails, naming the file and the column, as Spark's reader does when it reads a row
+    group: a ``check`` of a split without rows is not made."""
+    by_name: dict[str, list[pa.Field]] = {}
+    for field in file:
+        by_name.setdefault(field.name.lower(), []).append(field)
+    columns = {}
+    for field in schema:
+        found = by_name.get(field.name.lower(), [])
+        if len(found) > 1:
+            raise ValueError(f"connectors.files: {path}: columns {[f.name for f in found]} of the file all match the "
+                             f"column {field.name!r} in case-insensitive mode, as Spark's reader matches them")
+        if found:
+            problem = unreadable(found[0].type, field.type) if check else None
+            if problem:
+                raise ValueError(f"connectors.files: {path}: the file's column {found[0].name!r} ({found[0].type}) "
+                                 f"cannot be read as {field.type}: {problem}, as Spark's parquet reader refuses it")
+            columns[field.name] = found[0].name
+    return columns
+
+
+_INTEGER_DIGITS = {8: 10, 16: 10, 32: 10, 64: 20}  # Spark reads INT32 as decimals of 10 integer digits, INT64 of 20
+
+
+def unreadable(written: pa.DataType, wanted: pa.DataType) -> str | None:
+    """Why Spark's parquet reader refuses to read values of the file's type ``written`` as ``wanted``
+    (``SchemaColumnConvertNotSupportedException``), where a cast would read them silently; None if it reads them
+    (or where pyarrow's cast fails anyway, naming the values). Structs, lists and maps are checked in their parts."""
+    if pa.types.is_struct(written) and pa.types.is_struct(wanted):
+        fields = {f.name.lower(): f for f in written}
+        for field in wanted:
+            inner = fields.get(field.name.lower())
+            problem = None if inner is None else unreadable(inner.type, field.type)
+            if problem:
+                return problem
+        return None
+    if pa.types.is_map(written) and pa.types.is_map(wanted):
+        return unreadable(written.key_type, wanted.key_type) or unreadable(written.item_type, wanted.item_type)
+    if _is_list(written) and _is_list(wanted):
+        return unreadable(written.value_type, wanted.value_type)
+    if written == wanted or pa.types.is_null(written) or pa.types.is_dictionary(written):
+        return None
+    if pa.types.is_boolean(written) != pa.types.is_boolean(wanted):
+        return "booleans and other types are not read as each other"
+    text = (pa.types.is_string(written) or pa.types.is_large_string(written) or pa.types.is_binary(written)
+            or pa.types.is_large_binary(written) or pa.types.is_fixed_size_binary(written))
+    if pa.types.is_string(wanted) and not text:
+        return "only strings and binary values are read as strings"
+    if pa.types.is_integer(written) and pa.types.is_signed_integer(written):
+        if pa.types.is_floating(wanted) and (wanted.bit_width < 64 or written.bit_width == 64):
+            return "32-bit integers are read as double, other integers as no floating-point type"
+        if pa.types.is_timestamp(wanted):
+            return "integers are not read as timestamps"
+        if pa.types.is_integer(wanted) and written.bit_width == 64 and wanted.bit_width < 64:
+            return "a 64-bit integer is not read as a narrower integer"
+        if pa.types.is_decimal(wanted) and wanted.precision - wanted.scale < _INTEGER_DIGITS[written.bit_width]:
+            return f"the decimal has fewer than {_INTEGER_DIGITS[written.bit_width]} digits before its point"
+    if pa.types.is_unsigned_integer(written) and pa.types.is_decimal(wanted) and (
+            written != pa.uint64() or wanted != pa.decimal128(20, 0)):
+        return "unsigned integers are read as no decimal but UINT_64's decimal(20,0)"
+    if pa.types.is_floating(written) and pa.types.is_floating(wanted) and wanted.bit_width < written.bit_width:
+        return "a double is not read as a float"
+    if pa.types.is_floating(written) and (pa.types.is_integer(wanted) or pa.types.is_decimal(wanted)):
+        return "floating-point values are read as float or double only"
+    if pa.types.is_decimal(written) and pa.types.is_floating(wanted):
+        return "decimals are read as decimals only"
+    if pa.types.is_date(written) and pa.types.is_timestamp(wanted) and wanted.tz is not None:
+        return "dates are read as timestamp_ntz, not timestamp"
+    if pa.types.is_timestamp(written) and pa.types.is_date(wanted):
+        return "timestamps are not read as dates"
+    if pa.types.is_decimal(written) and pa.types.is_decimal(wanted):
+        if wanted.scale < written.scale or wanted.precision - wanted.scale < written.precision - written.scale:
+            return "a decimal is read only as one of at least its scale and its digits before the point"
+    return None
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
+
+
+def _renamed(array: pa.Array, wanted: pa.DataType) -> pa.Array:
+    """``array`` with the names of its struct fields (at any depth) spelt as ``wanted`` spells them where
+    they match in another case, so that the cast to ``wanted`` (by name) finds them, as Spark's reader does."""
+    kind = _spelt(array.type, wanted)
+    return array if kind == array.type else array.view(kind)
+
+
+def _spelt(kind: pa.DataType, wanted: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(kind) and pa.types.is_struct(wanted):
+        names = {f.name.lower(): f for f in wanted}
+        fields = []
+        for field in kind:
+            match = names.get(field.name.lower())
+            fields.append(field if match is None else pa.field(match.name, _spelt(field.type, match.type),
+                                                                field.nullable, field.metadata))
+        return pa.struct(fields)
+    if pa.types.is_map(kind) and pa.types.is_map(wanted):
+        return pa.map_(kind.key_field.with_type(_spelt(kind.key_type, wanted.key_type)),
+                       kind.item_field.with_type(_spelt(kind.item_type, wanted.item_type)))
+    if _is_list(kind) and _is_list(wanted):
+        item = kind.value_field.with_type(_spelt(kind.value_type, wanted.value_type))
+        return pa.list_(item) if pa.types.is_list(kind) else pa.large_list(item)
+    return kind
 
 
 def leaf_physical_types(parquet: pq.ParquetFile) -> Iterator[str]:
