@@ -214,6 +214,12 @@ def test_partition_directories_read_as_spark_reads_them(spark, tmp_path, fmt):
     assert ours.columns == theirs.columns and sorted(ours.collect()) == sorted(theirs.collect())
     given = spark.read.format("connectors.files").option("fileFormat", fmt).schema("id bigint, day string, n bigint")
     assert sorted(given.load(table).collect()) == sorted(df.selectExpr("id", "string(day)", "bigint(n)").collect())
+    # a column of nulls alone (__HIVE_DEFAULT_PARTITION__) is void, as Spark 4 infers it
+    spark.sql("select id, cast(null as string) as p from range(2)").write.partitionBy("p").format(fmt).save(
+        f"{tmp_path}/nulls")
+    theirs, ours = both(f"{tmp_path}/nulls")
+    assert ours.schema.simpleString() == theirs.schema.simpleString() == "struct<id:bigint,p:void>"
+    assert sorted(ours.collect()) == sorted(theirs.collect())
 
 
 def test_partition_columns_the_file_sink_writes_are_read_back(spark, tmp_path, unique):

@@ -26,6 +26,7 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     MapType,
+    NullType,
     StringType,
     StructField,
     StructType,
@@ -790,7 +791,7 @@ def test_options_render_back():
     (["5000000000", "1e3"], DoubleType()), (["NaN"], DoubleType()),
     (["2024-02-29", "2024-03-01 10:00:00"], TimestampType()), (["2024-02-29"], DateType()),
     (["2024-02-30"], StringType()), (["1", "a"], StringType()), (["2024-02-29", "1"], StringType()),
-    ([partition_directories.NULL_VALUE, "3"], IntegerType()), ([partition_directories.NULL_VALUE], StringType()),
+    ([partition_directories.NULL_VALUE, "3"], IntegerType()), ([partition_directories.NULL_VALUE], NullType()),
 ])
 def test_partition_types_are_inferred_and_widened_as_spark_does(values, expected):
     files = [f"/t/p={value}/f{i}.json" for i, value in enumerate(values)]

@@ -26,6 +26,7 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
+    NullType,
     StringType,
     StructField,
     TimestampType,
@@ -107,7 +108,8 @@ def infer(base_paths: Sequence[str], files: Iterable[str]) -> list[StructField]:
             )  # fmt: skip
         for name, raw in values:
             types[name] = _wider(types.get(name), _type_of(raw))
-    return [StructField(name, types[name] or StringType(), True) for name in columns or ()]
+    # a column of nulls alone (__HIVE_DEFAULT_PARTITION__) is void, as in Spark 4 (checked on 4.3)
+    return [StructField(name, types[name] or NullType(), True) for name in columns or ()]
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
