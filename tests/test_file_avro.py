@@ -370,6 +370,9 @@ READS = {  # name -> (directory, options, schema DDL or None), read by spark-avr
     "branches": ("branch", {}, None),
     "not_utf8": ("text", {}, None),
     "not_utf8_promoted": ("bytes", {"avroSchema": json.dumps(TEXT_SCHEMA)}, None),
+    # a reader schema of no field: a row of no column per record (struct<>)
+    "no_fields": ("dflt", {"avroSchema": json.dumps({**DEFAULT_READER, "fields": []})}, None),
+    "no_fields_columnar": ("dfltc", {"avroSchema": json.dumps({**DEFAULT_READER, "fields": []})}, None),
 }
 OPTIONS_SCRIPT = textwrap.dedent("""
     import json, sys

@@ -724,7 +724,7 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
     if config.file_format == "text" and (data.names != ["value"] or data.field("value").type != pa.string()):
         raise OptionError(FORMAT, "fileFormat", "text",
                           "the text format has one column, value string, besides partition columns")
-    if not data.names and config.file_format not in ("json", "csv"):  # struct<>: a row per record, as in Spark
+    if not data.names and config.file_format not in ("json", "csv", "avro"):  # struct<>: a row per record, as Spark
         raise OptionError(FORMAT, "fileFormat", config.file_format, "the schema has no data column")
     if not data.names and config.file_format == "csv" and corrupt is not None:
         raise OptionError(FORMAT, "columnNameOfCorruptRecord", corrupt,
