@@ -648,6 +648,22 @@ def test_subscribe_pattern_matches_anywhere_in_a_topic_name_as_sparks(kafka_boot
     assert read(f"^{unique}-a$") == [(names[0], 0)]  # anchors still ask for the whole name
 
 
+def test_subscribe_pattern_skips_only_kafkas_internal_topics(kafka_bootstrap, topic, unique):
+    """Spark's source lists topics through Kafka's admin client, which leaves out Kafka's internal
+    topics alone: a user topic whose name starts with "__" is read (ours skipped every "__" name)."""
+    name = topic(1, name=f"__{unique}")
+    committer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": unique})
+    try:  # a group's committed offset makes the broker create __consumer_offsets, if no test did
+        committer.commit(offsets=[TopicPartition(name, 0, 0)], asynchronous=False)
+    finally:
+        committer.close()
+    broker = BrokerClient(options(kafka_bootstrap, subscribePattern=f"^__({unique}|consumer_offsets)$"))
+    try:
+        assert broker.partitions() == [(name, 0)]
+    finally:
+        broker.close()
+
+
 def test_latest_offsets_are_throttled(kafka_bootstrap, topic):
     name = topic(1)
     reader = KafkaStreamReader(options(kafka_bootstrap, subscribe=name, **{"fetchOffset.minIntervalMs": "1h"}))

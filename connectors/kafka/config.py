@@ -51,9 +51,12 @@ JAVA_ONLY = {
     "fetch.max.wait.ms": "kafka.fetch.wait.max.ms",
     "receive.buffer.bytes": "kafka.socket.receive.buffer.bytes",
     "send.buffer.bytes": "kafka.socket.send.buffer.bytes",
-    "exclude.internal.topics": "nothing: subscribePattern never matches internal (__*) topics",
+    "exclude.internal.topics": "nothing: subscribePattern never matches Kafka's internal topics",
 }
 
+# Kafka's own (org.apache.kafka.common.internals.Topic.INTERNAL_TOPICS in 4.1): what its admin client
+# leaves out of a topic listing, and so Spark's subscribePattern. A user topic named "__x" is not one.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _TOPIC_RULE = "1 to 249 of the characters a-z A-Z 0-9 . _ -"
 

@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.core.retry import retry
 from connectors.kafka import FORMAT
-from connectors.kafka.config import refusal, with_logger
+from connectors.kafka.config import INTERNAL_TOPICS, refusal, with_logger
 from connectors.kafka.source.offsets import Offsets, TopicPartition
 from connectors.kafka.source.options import (
     EARLIEST,
@@ -149,7 +149,7 @@ class BrokerClient:
         # Scala's findFirstIn, not the Java consumer's full match): "orders" also reads "orders-eu".
         pattern = re.compile(options.subscribe_pattern or "")
         return sorted((name, p) for name, topic in topics.items()
-                      if pattern.search(name) and not name.startswith("__") and topic.error is None
+                      if pattern.search(name) and name not in INTERNAL_TOPICS and topic.error is None
                       for p in topic.partitions)  # fmt: skip
 
     def starting_partitions(self) -> list[TopicPartition]:
