@@ -823,6 +823,18 @@ def test_conflicting_partition_directories_and_a_base_path_not_above_fail_clearl
         partitions.bases([str(tmp_path / "t")], "/elsewhere", None)
 
 
+def test_partition_directories_under_different_tables_fail_as_in_spark():
+    """A glob over a table's first partition level (t/* over t/a=1/b=1, t/a=2/b=1) makes each of a=1 and a=2 a
+    table with column b: Spark fails such a read (CONFLICTING_DIRECTORY_STRUCTURES, checked on 4.3)."""
+    files = ["/t/a=1/b=1/f", "/t/a=1/b=2/f", "/t/a=2/b=1/f"]
+    with pytest.raises(OptionError, match="conflicting directory structures: /t/a=1/b=1 and /t/a=2/b=1 are "
+                                          "partition directories under different tables"):
+        partitions.infer(("/t/*",), files)
+    assert partitions.infer(("/t/*/*",), files) == []
+    assert partitions.infer(("/t/a=1",), files[:2]) == [StructField("b", IntegerType())]
+    assert partitions.infer(("/t",), files) == [StructField("a", IntegerType()), StructField("b", IntegerType())]
+
+
 def test_a_partition_value_its_column_cannot_hold_names_the_file(tmp_path):
     directory = tmp_path / "n=abc"
     directory.mkdir()

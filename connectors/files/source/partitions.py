@@ -91,6 +91,7 @@ def infer(base_paths: Sequence[str], files: Iterable[str]) -> list[StructField]:
     example = ""
     types: dict[str, DataType | None] = {}
     directories: set[str] = set()  # files share directories: each is looked at once
+    roots: dict[str, str] = {}  # table directory (in lower case, as Spark compares them) -> a partition one under it
     for path in files:
         directory = path.rsplit("/", 1)[0]
         if directory in directories:
@@ -105,6 +106,14 @@ def infer(base_paths: Sequence[str], files: Iterable[str]) -> list[StructField]:
                 FORMAT, "path", ", ".join(base_paths),
                 f"conflicting partition directories: {example} has the partition columns {list(columns)}, "
                 f"{path} has {list(names)}; read a directory of one layout, or give basePath",
+            )  # fmt: skip
+        if values:
+            roots.setdefault(directory.rsplit("/", len(values))[0].lower(), directory)
+        if len(roots) > 1:  # e.g. table/* over table/a=1/b=1 and table/a=2/b=1: b under the tables a=1 and a=2
+            raise OptionError(
+                FORMAT, "path", ", ".join(base_paths),
+                f"conflicting directory structures: {' and '.join(roots.values())} are partition directories under "
+                "different tables, as Spark fails too (CONFLICTING_DIRECTORY_STRUCTURES); give basePath",
             )  # fmt: skip
         for name, raw in values:
             types[name] = _wider(types.get(name), _type_of(raw))
