@@ -149,6 +149,24 @@ def test_parquet_of_other_writers_read_as_spark_reads_them(spark, tmp_path):
             ours.schema(schema).load(path).collect()
 
 
+def test_parquet_map_with_void_keys_refused_naming_the_column(spark, tmp_path):
+    """Spark's reader reads map() as map<void,void> (empty maps), a type pyspark's Arrow conversion refuses
+    (a non-nullable void key), so no Python data source can return it: the read fails at query start naming the
+    column, not with pyarrow's word from deep inside; the file's other columns read with a schema without it."""
+    path = str(tmp_path / "in")
+    spark.range(2).selectExpr("id", "map() as m", "array() as a").write.parquet(path)
+
+    def ours(schema=None):
+        reader = spark.read.format("connectors.files").option("fileFormat", "parquet")
+        return (reader if schema is None else reader.schema(schema)).load(path)
+
+    for schema, column, given in ((None, "m map<void,void>", "inferred from the files"),
+                                  ("id long, M map<void,int>", "M map<void,int>", "given")):
+        with pytest.raises(Exception, match=rf"'{column}': the column \({given}\) has a map with void keys"):
+            ours(schema).collect()
+    assert sorted(ours("id long, a array<void>").collect()) == [(0, []), (1, [])]
+
+
 # One csv column per case: a value or two (merged in order), over two files.
 CSV_INFERENCE_CASES = [
     ("+1", "007"), ("2147483648", ""), ("9223372036854775808", ""), ("5.", ""), ("1e5", "1d"), ("0x1p3", " 1"),

@@ -678,6 +678,14 @@ def is_inferred(schema: StructType) -> bool:
     return bool(schema.fields) and bool(schema.fields[0].metadata.get(INFERRED))
 
 
+def _has_void_keys(kind: DataType) -> bool:
+    if isinstance(kind, MapType):
+        return isinstance(kind.keyType, NullType) or _has_void_keys(kind.keyType) or _has_void_keys(kind.valueType)
+    if isinstance(kind, ArrayType):
+        return _has_void_keys(kind.elementType)
+    return isinstance(kind, StructType) and any(_has_void_keys(f.dataType) for f in kind.fields)
+
+
 def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructType) -> ReadSpec:
     """Check ``schema`` against the options (at query start) and build what the tasks need."""
     names = set(schema.fieldNames())
@@ -696,6 +704,12 @@ def read_spec(config: FileSourceOptions, paths: Sequence[str], schema: StructTyp
     if duplicate:
         raise OptionError(FORMAT, "schema", schema.simpleString()[:200],
                           f"{duplicate} (spark.sql.caseSensitive is false: Spark refuses it, COLUMN_ALREADY_EXISTS)")
+    for field in schema.fields:
+        if _has_void_keys(field.dataType):  # pyspark's Arrow schema of it fails, in every Python data source
+            given = "inferred from the files" if is_inferred(schema) else "given"
+            raise OptionError(FORMAT, "schema", f"{field.name} {field.dataType.simpleString()}",
+                              f"the column ({given}) has a map with void keys (as Spark's map() writes), which a "
+                              "Python data source cannot return; give a schema without it")
     corrupt = config.column_name_of_corrupt_record if config.column_name_of_corrupt_record in names else None
     if corrupt is not None and by_name[corrupt] != StringType():
         raise OptionError(FORMAT, "columnNameOfCorruptRecord", corrupt, "the column must be string")
