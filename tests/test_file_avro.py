@@ -355,6 +355,22 @@ TEXT_SCHEMA = {"type": "record", "name": "T", "fields": [{"name": "id", "type": 
 TEXT_BYTES = {**TEXT_SCHEMA, "fields": [TEXT_SCHEMA["fields"][0], {"name": "s", "type": "bytes"}]}
 NOT_UTF8 = [{"id": i, "s": s} for i, s in enumerate([b"ok", b"a\xffb", b"\xe2\x82", b"\xed\xa0\x80x", b"\xc0\xaf",
                                                       b"\xf4\x90\x80\x80", "é".encode()])]
+# A map's keys that are not UTF-8 (written as the array of key bytes and value records a map's bytes also are):
+# Spark keeps their bytes
+KEYS_SCHEMA = {"type": "record", "name": "K", "fields": [{"name": "id", "type": "int"},
+                                                         {"name": "m", "type": {"type": "map", "values": "long"}}]}
+KEYS_ENTRIES = {**KEYS_SCHEMA, "fields": [KEYS_SCHEMA["fields"][0], {"name": "m", "type": {"type": "array", "items": {
+    "type": "record", "name": "E", "fields": [{"name": "key", "type": "bytes"}, {"name": "value", "type": "long"}]}}}]}
+KEYS_ROWS = [{"id": 1, "m": [{"key": b"a\xffb", "value": 1}, {"key": b"ok", "value": 2}]},
+             {"id": 2, "m": [{"key": b"\xed\xa0\x80", "value": 3}, {"key": b"\xed\xa0\x80", "value": 4}]}]
+# Float and double defaults given as JSON strings, which Java parses as numbers, or refuses ("nan")
+FLOAT_DEFAULTS = {**TEXT_SCHEMA, "fields": [TEXT_SCHEMA["fields"][0], *(
+    {"name": n, "type": t, "default": d} for n, t, d in (("nan", "double", "NaN"), ("inf", "float", "-Infinity"),
+                                                         ("d", "double", " 1.5d "), ("h", "float", "0x1p3")))]}
+# Union defaults of a branch other than the first: Avro's Java reader takes the first branch the JSON fits
+UNION_DEFAULTS = {**TEXT_SCHEMA, "fields": [TEXT_SCHEMA["fields"][0], *(
+    {"name": n, "type": t, "default": d} for n, t, d in (("a", ["null", "double"], 1.5), ("b", ["null", "string"], "x"),
+                                                         ("e", ["null", "string", "long"], 5)))]}
 WRITE_DDL = "id long, name string, kind string, inner struct<x:int>"
 WRITE_ROWS = [(1, "a", "RED", (1,)), (2, None, "GREEN", (2,))]
 READS = {  # name -> (directory, options, schema DDL or None), read by spark-avro and by our source alike
@@ -370,6 +386,11 @@ READS = {  # name -> (directory, options, schema DDL or None), read by spark-avr
     "branches": ("branch", {}, None),
     "not_utf8": ("text", {}, None),
     "not_utf8_promoted": ("bytes", {"avroSchema": json.dumps(TEXT_SCHEMA)}, None),
+    "not_utf8_keys": ("keys", {}, None),
+    "float_defaults": ("text", {"avroSchema": json.dumps(FLOAT_DEFAULTS)}, None),
+    "union_defaults": ("text", {"avroSchema": json.dumps(UNION_DEFAULTS)}, None),
+    "float_default_refused": ("text", {"avroSchema": json.dumps({**FLOAT_DEFAULTS, "fields": [
+        *FLOAT_DEFAULTS["fields"], {"name": "x", "type": "double", "default": "nan"}]})}, None),
     # a reader schema of no field: a row of no column per record (struct<>)
     "no_fields": ("dflt", {"avroSchema": json.dumps({**DEFAULT_READER, "fields": []})}, None),
     "no_fields_columnar": ("dfltc", {"avroSchema": json.dumps({**DEFAULT_READER, "fields": []})}, None),
@@ -385,7 +406,9 @@ OPTIONS_SCRIPT = textwrap.dedent("""
         reader = spark.read.format("avro").options(**options)
         try:
             df = (reader.schema(ddl) if ddl else reader).load(root + "/" + directory)
-            text = [f"hex(cast({f.name} as binary))" for f in df.schema if f.dataType.simpleString() == "string"]
+            text = [f"hex(cast({f.name} as binary))" for f in df.schema if f.dataType.simpleString() == "string"] + [
+                f"transform(map_keys({f.name}), k -> hex(cast(k as binary)))" for f in df.schema
+                if f.dataType.simpleString().startswith("map<string,")]
             out[name] = [df.schema.simpleString(), sorted(map(str, df.collect())),
                          sorted(map(str, df.selectExpr(*text).collect()))]
         except Exception as exc:
@@ -438,12 +461,16 @@ def test_spark_avro_options_read_and_write_as_spark_avro(utc_session, tmp_path):
         (tmp_path / directory).mkdir()
         with (tmp_path / directory / "f.avro").open("wb") as handle:
             fastavro.writer(handle, schema, records)
-    header, sync = avro.container_header(json.dumps(TEXT_SCHEMA))  # strings of the bytes NOT_UTF8 has
-    body = io.BytesIO()
-    for record in NOT_UTF8:
-        fastavro.schemaless_writer(body, fastavro.parse_schema(TEXT_BYTES), record)
-    (tmp_path / "text").mkdir()
-    (tmp_path / "text" / "f.avro").write_bytes(header + avro.container_block(len(NOT_UTF8), body.getvalue(), sync))
+    # strings of the bytes NOT_UTF8 has, map keys of KEYS_ROWS's: written as bytes, the same on the wire
+    for directory, schema, written, records in (("text", TEXT_SCHEMA, TEXT_BYTES, NOT_UTF8),
+                                                 ("keys", KEYS_SCHEMA, KEYS_ENTRIES, KEYS_ROWS)):
+        header, sync = avro.container_header(json.dumps(schema))
+        body = io.BytesIO()
+        for record in records:
+            fastavro.schemaless_writer(body, fastavro.parse_schema(written), record)
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "f.avro").write_bytes(header + avro.container_block(len(records), body.getvalue(),
+                                                                                     sync))
     (tmp_path / "reader.avsc").write_text(json.dumps(READER_SCHEMA))
     reads = json.loads(json.dumps(READS).replace("{reader}", str(tmp_path / "reader.avsc")))
     result = subprocess.run([sys.executable, "-c", OPTIONS_SCRIPT, str(tmp_path), SPARK_AVRO, json.dumps(reads),
@@ -456,13 +483,17 @@ def test_spark_avro_options_read_and_write_as_spark_avro(utc_session, tmp_path):
         reader = spark.read.format(FORMAT).options(fileFormat="avro", **options)
         try:
             df = (reader.schema(ddl) if ddl else reader).load(str(tmp_path / directory))
-            text = [f"hex(cast({f.name} as binary))" for f in df.schema if f.dataType.simpleString() == "string"]
+            text = [f"hex(cast({f.name} as binary))" for f in df.schema if f.dataType.simpleString() == "string"] + [
+                f"transform(map_keys({f.name}), k -> hex(cast(k as binary)))" for f in df.schema
+                if f.dataType.simpleString().startswith("map<string,")]
             ours = [df.schema.simpleString(), sorted(map(str, df.collect())),
                     sorted(map(str, df.selectExpr(*text).collect()))]
         except Exception as exc:  # noqa: BLE001 - compared with Spark's error below
             ours = str(exc)
         if name == "conflict":
             assert "name conflict of type name Int" in theirs[name] and "name conflict of type name Int" in ours
+        elif name == "float_default_refused":
+            assert 'For input string: "nan"' in theirs[name] and "the default of the field 'x', 'nan'" in ours
         else:
             assert ours == theirs[name], name
     assert theirs["stable"][0] == ("struct<id:bigint,u:struct<member_int:int,member_string:string,"

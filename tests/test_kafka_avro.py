@@ -8,6 +8,8 @@ import datetime
 import decimal
 import io
 import json
+import math
+import re
 import time
 
 import fastavro
@@ -362,6 +364,39 @@ def test_strings_that_are_not_utf8_keep_their_bytes(written, columnar):
     assert bad == {} and strings.view(binary).to_pylist() == texts
 
 
+def _entries(name: str, values: str) -> dict:
+    """A map's schema as the array of key (bytes) and value records its bytes on the wire also are."""
+    return {"type": "array", "items": {"type": "record", "name": name,
+                                       "fields": [{"name": "key", "type": "bytes"}, {"name": "value", "type": values}]}}
+
+
+@pytest.mark.parametrize("block", [False, True])
+def test_map_keys_that_are_not_utf8_keep_their_bytes(block):
+    """A map key that is not UTF-8 (fastavro reads keys as text) keeps its bytes, as spark-avro keeps them,
+    at any depth: no bad record, nor a failed block; a key written twice is its last value, as in Spark."""
+    texts = {"type": "map", "values": "string"}
+    writer = {"type": "record", "name": "R", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "long"}}, {"name": "n", "type": ["null", texts]},
+        {"name": "u", "type": ["string", texts]}, {"name": "a", "type": {"type": "array", "items": texts}}]}
+    as_entries = {**writer, "fields": [
+        {"name": "m", "type": _entries("M", "long")}, {"name": "n", "type": ["null", _entries("N", "string")]},
+        {"name": "u", "type": ["string", _entries("U", "string")]},
+        {"name": "a", "type": {"type": "array", "items": _entries("A", "string")}}]}
+    entries = [{"key": b"a\xffb", "value": 1}, {"key": b"ok", "value": 2}, {"key": b"a\xffb", "value": 3}]
+    text = [{"key": b"\xed\xa0\x80", "value": "v"}]
+    rows = [{"m": entries, "n": text, "u": text, "a": [text, []]}, {"m": [], "n": None, "u": "s", "a": []}]
+    parsed = avro.parse(writer)
+    decoder = avro.Decoder(json.dumps(writer), parsed, avro.arrow_type(parsed))
+    bodies = fastavro_bodies(as_entries, rows)
+    values, bad = (decoder.decode_block(2, b"".join(bodies)), {}) if block else decoder.decode(pa.array(bodies,
+                                                                                                         pa.binary()))
+    key = [(b"\xed\xa0\x80", b"v")]
+    assert bad == {} and values.type == avro.arrow_type(parsed)
+    assert values.view(avro._as_binary(values.type)).to_pylist() == [
+        {"m": [(b"a\xffb", 3), (b"ok", 2)], "n": key, "u": {"member0": None, "member1": key}, "a": [key, []]},
+        {"m": [], "n": None, "u": {"member0": b"s", "member1": None}, "a": []}]
+
+
 def test_unions_are_resolved_branch_by_branch():
     """An evolved union: each branch written is read as the reader's branch of its type (or the
     first it promotes to), wherever that branch now is; a plain type read into a union too."""
@@ -469,6 +504,60 @@ def test_a_default_means_what_avro_says_on_both_paths(columnar):
     values = decoder._columnar(pa.array(bodies, pa.binary())) if columnar else decoder._per_record(bodies)[0]
     assert values.to_pylist() == [{"id": 1, "ms": datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc),
                                    "b": b"\xff", "f": b"\xff\x00", "d": decimal.Decimal("2.56")}]
+
+
+@pytest.mark.parametrize("path", ["columnar", "per_record", "block"])
+def test_float_defaults_given_as_strings_are_read_as_java_reads_them(path):
+    """A float or double field's default given as a JSON string ("NaN", "Infinity", ...) is the number Java's
+    Double.parseDouble makes of it, as spark-avro reads it (checked against Spark 4.2), also in a nested record."""
+    writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    added = [("nan", "double", "NaN"), ("ninf", "float", "-Infinity"), ("pinf", "double", "+Infinity"),
+             ("d", "double", " 1.5d "), ("hex", "double", "0x1p3"), ("big", "float", "1e40"),
+             ("r", {"type": "record", "name": "I", "fields": [{"name": "f", "type": "double", "default": "Infinity"}]},
+              {})]
+    reader = avro.parse({**writer, "fields": [*writer["fields"], *({"name": n, "type": t, "default": d}
+                                                                   for n, t, d in added)]})
+    decoder = avro.Decoder(json.dumps(writer), reader, avro.arrow_type(reader))
+    bodies = fastavro_bodies(writer, [{"id": 1}])
+    values = {"columnar": lambda: decoder._columnar(pa.array(bodies, pa.binary())),
+              "per_record": lambda: decoder._per_record(bodies)[0],
+              "block": lambda: decoder.decode_block(1, bodies[0])}[path]().to_pylist()
+    assert math.isnan(values[0].pop("nan")) and values == [
+        {"id": 1, "ninf": -math.inf, "pinf": math.inf, "d": 1.5, "hex": 8.0, "big": math.inf, "r": {"f": math.inf}}]
+
+
+@pytest.mark.parametrize("path", ["columnar", "per_record", "block"])
+def test_union_defaults_are_of_the_first_branch_their_json_fits(path):
+    """A union's default is of the first branch its JSON fits, as Avro's Java reader (so Spark) encodes it:
+    ``["null", "double"]`` with 1.5 is 1.5, not null (checked against spark-avro 4.2 in test_file_avro)."""
+    writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    added = [("a", ["null", "double"], 1.5), ("b", ["null", "string"], "x"), ("c", ["int", "null"], None),
+             ("e", ["null", "string", "long"], 5), ("g", ["null", "boolean"], True),
+             ("h", ["null", {"type": "array", "items": "int"}], [1, 2])]
+    reader = avro.parse({**writer, "fields": [*writer["fields"], *({"name": n, "type": t, "default": d}
+                                                                   for n, t, d in added)]})
+    decoder = avro.Decoder(json.dumps(writer), reader, avro.arrow_type(reader))
+    bodies = fastavro_bodies(writer, [{"id": 1}])
+    values = {"columnar": lambda: decoder._columnar(pa.array(bodies, pa.binary())),
+              "per_record": lambda: decoder._per_record(bodies)[0],
+              "block": lambda: decoder.decode_block(1, bodies[0])}[path]().to_pylist()
+    assert values == [{"id": 1, "a": 1.5, "b": "x", "c": None, "e": {"member0": None, "member1": 5}, "g": True,
+                       "h": [1, 2]}]
+
+
+@pytest.mark.parametrize("kind, default, message", [
+    ("double", "nan", "the default of the field 'x', 'nan', is not a double"),
+    ("float", "inf", "the default of the field 'x', 'inf', is not a float"),
+    (["null", "double"], "NaN", "the default of the field 'x', 'NaN', is not one of its union"),
+    (["float", "null"], "Infinity", "the default of the field 'x', 'Infinity', is not one of its union"),
+])
+def test_float_defaults_java_refuses_fail_naming_the_field(kind, default, message):
+    """Where Spark fails on such a default (Java's NumberFormatException, or Avro's "Invalid default for
+    field x" in a union), whether or not the writer has the field: an error that names the field."""
+    writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    reader = avro.parse({**writer, "fields": [*writer["fields"], {"name": "x", "type": kind, "default": default}]})
+    with pytest.raises(avro.AvroTypeError, match=re.escape(message)):
+        avro.Decoder(json.dumps(writer), reader, avro.arrow_type(reader))
 
 
 @pytest.mark.parametrize("avro_type, column, message", [

@@ -25,6 +25,7 @@ import io
 import json
 import lzma
 import os
+import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -84,7 +85,7 @@ class AvroTypeError(TypeError):
 def parse(schema: str | dict | list) -> dict | list | str:
     """An Avro schema (JSON text or parsed) expanded: named types inlined where used."""
     try:
-        raw = json.loads(schema) if isinstance(schema, str) else schema
+        raw = float_defaults(json.loads(schema) if isinstance(schema, str) else schema, strict=False)
         return fastavro.parse_schema(raw, expand=True, _write_hint=False)
     except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException,
             fastavro.schema.UnknownType) as exc:
@@ -515,13 +516,16 @@ def _constant(default: Any, schema: Any, target: pa.DataType, count: int) -> pa.
 def _default_value(default: Any, schema: Any) -> Any:
     """A default as JSON gives it -> the value of :func:`arrow_type`, at any depth: bytes and fixed from
     strings of code points 0-255, decimals from those bytes, millisecond timestamps in microseconds, a
-    union's of its first branch (the first member of a union read as a struct)."""
-    if isinstance(schema, list):  # a union's default is of its first branch
-        first = schema[0]
-        if first == "null" or default is None:
+    union's of the first branch its JSON fits (that member of a union read as a struct), as Avro's Java
+    reader (so Spark) picks it: ``["null", "double"]`` with 1.5 is 1.5, not null."""
+    if isinstance(schema, list):
+        branch = next((b for b in schema if _fits_default(b, default)), schema[0])
+        if branch == "null" or default is None:
             return None
-        value = _default_value(default, first)
-        return {"member0": value} if isinstance(_read_as(schema)[0], list) else value
+        value = _default_value(default, branch)
+        if not isinstance(_read_as(schema)[0], list):
+            return value
+        return {f"member{[b for b in schema if b != 'null'].index(branch)}": value}
     if default is None:
         return None
     kind, logical = _type(schema), _logical(schema)
@@ -543,6 +547,61 @@ def _default_value(default: Any, schema: Any) -> Any:
     return default
 
 
+# What Java's Double.parseDouble (Float.parseFloat) takes, after trimming: Avro's Java reader parses a float or
+# double field's default given as a JSON string so ("NaN", "-Infinity", "1.5d", "0x1p3"), as Spark reads it
+_JAVA_FLOAT = re.compile(r"[+-]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+                         r"|0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?)")
+_JAVA_SPACE = "".join(map(chr, range(33)))  # what Java's String.trim takes off
+_TEXTS = ("string", "bytes", "enum", "fixed")
+
+
+def float_defaults(schema: Any, strict: bool = True) -> Any:
+    """``schema`` with each float or double field's default given as a string as the number Java makes of it.
+    ``strict`` (a parsed reader schema): a string Java refuses there, or as the default of a union with no branch
+    of text, fails naming the field (Spark fails on such a reader schema, whether or not the writer has the
+    field); else (JSON, named types not yet inlined) such a string is left as it is."""
+    if isinstance(schema, list):
+        return [float_defaults(branch, strict) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") in ("array", "map"):
+        key = "items" if schema["type"] == "array" else "values"
+        return {**schema, key: float_defaults(schema.get(key), strict)}
+    if schema.get("type") != "record" or not isinstance(schema.get("fields"), list):
+        return schema
+    fields = []
+    for field in schema["fields"]:
+        field = {**field, "type": float_defaults(field.get("type"), strict)}
+        default, kind = field.get("default"), _type(field["type"])
+        text = default.strip(_JAVA_SPACE) if isinstance(default, str) else None
+        if text is not None and kind in ("float", "double") and _JAVA_FLOAT.fullmatch(text):
+            text = text[:-1] if text[-1] in "fFdD" else text
+            field["default"] = float.fromhex(text) if "x" in text.lower() else float(text)
+        elif text is not None and strict and kind in ("float", "double"):
+            raise AvroTypeError(f"the default of the field {field['name']!r}, {default!r}, is not a {kind}: Java "
+                                "(so Spark) reads NaN, Infinity, -Infinity or a number there")
+        elif text is not None and strict and kind == "union" and not any(_type(b) in _TEXTS for b in field["type"]):
+            raise AvroTypeError(f"the default of the field {field['name']!r}, {default!r}, is not one of its union "
+                                f"{json.dumps(field['type'])}: Avro's Java parser (so Spark) refuses it")
+        fields.append(field)
+    return {**schema, "fields": fields}
+
+
+def _fits_default(branch: Any, default: Any) -> bool:
+    """Whether a default's JSON fits a union branch, by Avro's Java rule (ResolvingGrammarGenerator's
+    isCompatible): by the JSON's kind alone, any number for any number type."""
+    kind = _type(branch)
+    if kind == "null":
+        return default is None
+    if kind == "boolean":
+        return isinstance(default, bool)
+    if kind in ("int", "long", "float", "double"):
+        return isinstance(default, (int, float)) and not isinstance(default, bool)
+    if kind in ("bytes", "string", "fixed"):
+        return isinstance(default, str)
+    return True
+
+
 def _polars_read(container: bytes) -> pa.StructArray:
     import polars  # noqa: PLC0415 - heavy; only workers that decode Avro pay for it
 
@@ -554,14 +613,16 @@ _MAPPED_LOGICAL = ("decimal", "date", "timestamp-millis", "timestamp-micros", "l
                    "local-timestamp-micros")
 
 
-def _for_fastavro(schema: Any, seen: set[str] | None = None, tagged: bool = False) -> Any:
+def _for_fastavro(schema: Any, seen: set[str] | None = None, tagged: bool = False, keys: bool = False) -> Any:
     """An expanded schema as fastavro takes it back: a named type defined where first used, then
     referred to by name; logical types that :func:`spark_type` does not map (times, uuid, nanos) as
     the plain type it makes of them. ``tagged`` (to read values as written, not to resolve them): the
     same bytes on the wire read so that no value is lost or guessed: strings as bytes (Spark keeps a
     string's bytes as they are, valid UTF-8 or not), and each unnamed branch of a union read as a struct
     as a one-field record named after its place (zero bytes more), so that ``return_named_type`` tells
-    the branch written (a 1 of the int branch of [long, int] is not the long branch's)."""
+    the branch written (a 1 of the int branch of [long, int] is not the long branch's). ``keys`` (tagged too):
+    each map as an array of records of ``key`` (bytes) and ``value``, the same bytes on the wire, for map keys
+    that are not UTF-8 (fastavro reads keys as text; Spark keeps their bytes)."""
     seen = set() if seen is None else seen
     if isinstance(schema, list):
         inner = _read_as(schema)[0]
@@ -572,14 +633,14 @@ def _for_fastavro(schema: Any, seen: set[str] | None = None, tagged: bool = Fals
             out = []
             for branch in schema:
                 if branch == "null" or _type(branch) in _NAMED:
-                    out.append(_for_fastavro(branch, seen, tagged))
+                    out.append(_for_fastavro(branch, seen, tagged, keys))
                     continue
                 name = f"{_BRANCH}{union}_{branches.index(branch)}"
                 seen.add(name)
                 out.append({"type": "record", "name": name,
-                            "fields": [{"name": "v", "type": _for_fastavro(branch, seen, tagged)}]})
+                            "fields": [{"name": "v", "type": _for_fastavro(branch, seen, tagged, keys)}]})
             return out
-        return [_for_fastavro(branch, seen, tagged) for branch in schema]
+        return [_for_fastavro(branch, seen, tagged, keys) for branch in schema]
     if not isinstance(schema, dict):
         return "bytes" if tagged and schema == "string" else schema
     if schema["type"] in ("record", "enum", "fixed"):
@@ -588,16 +649,24 @@ def _for_fastavro(schema: Any, seen: set[str] | None = None, tagged: bool = Fals
         seen.add(schema["name"])
     plain = {k: v for k, v in schema.items() if k != "logicalType" or v in _MAPPED_LOGICAL}
     if schema["type"] == "record":
-        plain["fields"] = [{**field, "type": _for_fastavro(field["type"], seen, tagged)} for field in schema["fields"]]
+        plain["fields"] = [{**field, "type": _for_fastavro(field["type"], seen, tagged, keys)}
+                           for field in schema["fields"]]
+    elif keys and schema["type"] == "map":
+        name = f"{_ENTRY}{len(seen)}"
+        seen.add(name)
+        value = _for_fastavro(schema["values"], seen, tagged, keys)
+        fields = [{"name": "key", "type": "bytes"}, {"name": "value", "type": value}]
+        return {"type": "array", "items": {"type": "record", "name": name, "fields": fields}}
     elif schema["type"] in ("array", "map"):
         key = "items" if schema["type"] == "array" else "values"
-        plain[key] = _for_fastavro(schema[key], seen, tagged)
+        plain[key] = _for_fastavro(schema[key], seen, tagged, keys)
     elif tagged and schema["type"] == "string":
         return "bytes"
     return plain
 
 
 _BRANCH = "connectors_union_branch_"  # the records that tag the branches of a union read tagged
+_ENTRY = "connectors_map_entry_"  # the records of a map's entries read with ``keys``
 
 
 def _as_binary(data_type: pa.DataType) -> pa.DataType:
@@ -620,11 +689,11 @@ def _as_read(rows: list, data_type: pa.DataType) -> pa.Array:
     return pa.array(rows, _as_binary(data_type)).view(data_type)
 
 
-def _untagger(schema: Any) -> Callable[[Any], Any] | None:
-    """For a schema with a union read as a struct: what turns a value fastavro read with
-    ``return_named_type`` into the value of :func:`arrow_type`. None for other schemas: fastavro's
-    values are those already (and cheaper to read without the names)."""
-    return _converter(schema) if _struct_unions(schema) else None
+def _untagger(schema: Any, keys: bool = False) -> Callable[[Any], Any] | None:
+    """For a schema with a union read as a struct (or any map, read with ``keys``): what turns a value
+    fastavro read with ``return_named_type`` into the value of :func:`arrow_type`. None for other schemas:
+    fastavro's values are those already (and cheaper to read without the names)."""
+    return _converter(schema, keys) if keys or _struct_unions(schema) else None
 
 
 def _struct_unions(schema: Any) -> bool:
@@ -637,14 +706,16 @@ def _struct_unions(schema: Any) -> bool:
     return kind == "union"
 
 
-def _converter(schema: Any) -> Callable[[Any], Any] | None:
+def _converter(schema: Any, keys: bool = False) -> Callable[[Any], Any] | None:
     """A named type in a union, ``(name, value)``, becomes the value; a union read as a struct
-    ``{"member<i>": value}`` of the branch written (the other members null). None: nothing to change."""
+    ``{"member<i>": value}`` of the branch written (the other members null); with ``keys``, a map's entries
+    a dict of bytes keys. None: nothing to change."""
     if isinstance(schema, list):
-        return _union_converter(schema)
+        return _union_converter(schema, keys)
     kind = _type(schema)
     if kind == "record":
-        fields = [(field["name"], convert) for field in schema["fields"] if (convert := _converter(field["type"]))]
+        fields = [(field["name"], convert) for field in schema["fields"]
+                  if (convert := _converter(field["type"], keys))]
 
         def record(value: dict) -> dict:
             value = dict(value)  # fastavro gives one object for a default in every record: not changed in place
@@ -654,7 +725,9 @@ def _converter(schema: Any) -> Callable[[Any], Any] | None:
 
         return record if fields else None
     if kind in ("array", "map"):
-        item = _converter(schema["items" if kind == "array" else "values"])
+        item = _converter(schema["items" if kind == "array" else "values"], keys)
+        if keys and kind == "map":  # a key written twice: the last, as Avro's Java reader (a HashMap) keeps it
+            return lambda value: {e["key"]: item(e["value"]) if item else e["value"] for e in value}
         if item is None:
             return None
         return (lambda value: [item(v) for v in value]) if kind == "array" else (
@@ -662,9 +735,9 @@ def _converter(schema: Any) -> Callable[[Any], Any] | None:
     return None
 
 
-def _union_converter(schema: list) -> Callable[[Any], Any] | None:
+def _union_converter(schema: list, keys: bool) -> Callable[[Any], Any] | None:
     branches = [branch for branch in schema if branch != "null"]
-    converters = [_converter(branch) for branch in branches]
+    converters = [_converter(branch, keys) for branch in branches]
     struct = isinstance(_read_as(schema)[0], list)
     if not struct and not any(converters) and all(_type(b) not in _NAMED for b in branches):
         return None
@@ -696,6 +769,8 @@ def _branch_of(branches: list, value: Any) -> tuple[int, Any]:
         if name.rsplit(".", 1)[-1].startswith(_BRANCH):  # read tagged: a record around the value, named
             return int(name.rsplit("_", 1)[1]), value["v"]  # after its branch (in the enclosing namespace)
         return next(i for i, b in enumerate(branches) if _type(b) in _NAMED and b["name"] == name), value
+    if len(branches) == 1:  # also a map read as entries, which no type check knows
+        return 0, value
     index = next((i for i, branch in enumerate(branches) if _holds_value(branch, value)), None)
     if index is None:
         raise AvroError(f"no branch of the union {[_type(b) for b in branches]} holds {value!r}")
@@ -738,17 +813,25 @@ class Decoder:
     def __init__(self, writer_json: str, reader: Any, target: pa.DataType):
         self.writer_json = writer_json
         self.writer = parse(writer_json)
-        self.reader, self.target = reader, target
+        self.reader, self.target = None if reader is None else float_defaults(reader), target
         self.columnar = _polars_can_read(self.writer) and _type(_nullable(self.writer)[0]) == "record"
         plain_writer, tagged_writer = _for_fastavro(self.writer), _for_fastavro(self.writer, tagged=True)
         self._fastavro_writer = fastavro.parse_schema(plain_writer)
         self._tagged_writer = fastavro.parse_schema(tagged_writer)  # to read values as written
-        self._fastavro_reader = fastavro.parse_schema(_for_fastavro(reader)) if reader is not None else None
+        self._fastavro_reader = None if reader is None else fastavro.parse_schema(_for_fastavro(self.reader))
         self._header = container_header(json.dumps(plain_writer))
         self._tagged_header = container_header(json.dumps(tagged_writer), sync=self._header[1])[0]
         self._sizer: Encoder | None = None
         self._untag_writer = _untagger(self.writer)
         self._untag_reader = self._untag_writer if reader is None else _untagger(reader)
+
+    @functools.cached_property
+    def _keys(self) -> tuple[Any, bytes, Callable[[Any], Any] | None]:
+        """The tagged writer schema with maps read as entries (keys as bytes), its container header and
+        untagger: for the rare record whose map key is not UTF-8, so the common path pays nothing."""
+        schema = _for_fastavro(self.writer, tagged=True, keys=True)
+        header = container_header(json.dumps(schema), sync=self._header[1])[0]
+        return fastavro.parse_schema(schema), header, _untagger(self.writer, keys=True)
 
     def decode(self, bodies: pa.BinaryArray | pa.LargeBinaryArray) -> tuple[pa.Array, dict[int, str]]:
         """The values, and ``{index: reason}`` for bodies that cannot be decoded (null there)."""
@@ -776,7 +859,11 @@ class Decoder:
         # read as written (tagged), then resolved as the columnar path resolves (fastavro gives defaults of
         # bytes, decimals and millisecond timestamps other values, and shares them)
         untag = self._untag_writer
-        rows = list(fastavro.reader(io.BytesIO(self._tagged_header + body), return_named_type=untag is not None))
+        try:
+            rows = list(fastavro.reader(io.BytesIO(self._tagged_header + body), return_named_type=untag is not None))
+        except UnicodeDecodeError:  # read tagged, only a map key is text: read the maps as entries
+            _, keys_header, untag = self._keys
+            rows = list(fastavro.reader(io.BytesIO(keys_header + body), return_named_type=True))
         written = _as_read([untag(row) for row in rows] if untag else rows, arrow_type(self.writer))
         if self.reader is None and written.type == self.target:
             return written
@@ -813,7 +900,7 @@ class Decoder:
     def _per_record(self, bodies: list[bytes]) -> tuple[pa.Array, dict[int, str]]:
         """Read with the writer schema, then resolved as the columnar path resolves (fastavro gives the
         defaults of bytes and millisecond timestamps other values); fastavro resolves the rest."""
-        rows, bad = self._read_each(bodies, self._tagged_writer, None, self._untag_writer)
+        rows, bad = self._read_each(bodies, self._tagged_writer, None, self._untag_writer, keys=True)
         try:
             written = _as_read(rows, arrow_type(self.writer))
             return _resolve(written, self.writer, self.writer if self.reader is None else self.reader, self.target), bad
@@ -822,16 +909,25 @@ class Decoder:
             return pa.array(rows, self.target), bad
 
     def _read_each(self, bodies: list[bytes], writer: Any, reader_schema: Any,
-                   untag: Callable[[Any], Any] | None) -> tuple[list, dict[int, str]]:
+                   untag: Callable[[Any], Any] | None, keys: bool = False) -> tuple[list, dict[int, str]]:
+        """``keys`` (read tagged): a body whose map key is not UTF-8 read again with its maps as entries."""
         rows, bad = [], {}
         reader = fastavro.schemaless_reader
         for index, body in enumerate(bodies):
             try:
                 stream = io.BytesIO(body)
-                row = reader(stream, writer, reader_schema, return_named_type=untag is not None)
+                try:
+                    row = reader(stream, writer, reader_schema, return_named_type=untag is not None)
+                    row = untag(row) if untag else row
+                except UnicodeDecodeError:
+                    if not keys:
+                        raise
+                    keys_writer, _, keys_untag = self._keys
+                    stream = io.BytesIO(body)
+                    row = keys_untag(reader(stream, keys_writer, return_named_type=True))
                 if stream.tell() != len(body):
                     raise ValueError(f"{len(body) - stream.tell()} bytes left after the record")
-                rows.append(untag(row) if untag else row)
+                rows.append(row)
             except Exception as exc:  # noqa: BLE001 - whatever fastavro raises, the record is bad
                 rows.append(None)
                 bad[index] = f"{type(exc).__name__}: {exc}"
