@@ -506,22 +506,27 @@ def test_a_default_means_what_avro_says_on_both_paths(columnar):
                                    "b": b"\xff", "f": b"\xff\x00", "d": decimal.Decimal("2.56")}]
 
 
-@pytest.mark.parametrize("path", ["columnar", "per_record", "block"])
-def test_float_defaults_given_as_strings_are_read_as_java_reads_them(path):
-    """A float or double field's default given as a JSON string ("NaN", "Infinity", ...) is the number Java's
-    Double.parseDouble makes of it, as spark-avro reads it (checked against Spark 4.2), also in a nested record."""
+def _defaults_read(path: str, added: list[tuple]) -> list[dict]:
+    """A record of one field ``id`` read, on one decoding path, with a reader schema that adds ``added``'s
+    ``(name, type, default)`` fields."""
     writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
-    added = [("nan", "double", "NaN"), ("ninf", "float", "-Infinity"), ("pinf", "double", "+Infinity"),
-             ("d", "double", " 1.5d "), ("hex", "double", "0x1p3"), ("big", "float", "1e40"),
-             ("r", {"type": "record", "name": "I", "fields": [{"name": "f", "type": "double", "default": "Infinity"}]},
-              {})]
     reader = avro.parse({**writer, "fields": [*writer["fields"], *({"name": n, "type": t, "default": d}
                                                                    for n, t, d in added)]})
     decoder = avro.Decoder(json.dumps(writer), reader, avro.arrow_type(reader))
     bodies = fastavro_bodies(writer, [{"id": 1}])
-    values = {"columnar": lambda: decoder._columnar(pa.array(bodies, pa.binary())),
-              "per_record": lambda: decoder._per_record(bodies)[0],
-              "block": lambda: decoder.decode_block(1, bodies[0])}[path]().to_pylist()
+    return {"columnar": lambda: decoder._columnar(pa.array(bodies, pa.binary())),
+            "per_record": lambda: decoder._per_record(bodies)[0],
+            "block": lambda: decoder.decode_block(1, bodies[0])}[path]().to_pylist()
+
+
+@pytest.mark.parametrize("path", ["columnar", "per_record", "block"])
+def test_float_defaults_given_as_strings_are_read_as_java_reads_them(path):
+    """A float or double field's default given as a JSON string ("NaN", "Infinity", ...) is the number Java's
+    Double.parseDouble makes of it, as spark-avro reads it (checked against Spark 4.2), also in a nested record."""
+    values = _defaults_read(path, [
+        ("nan", "double", "NaN"), ("ninf", "float", "-Infinity"), ("pinf", "double", "+Infinity"),
+        ("d", "double", " 1.5d "), ("hex", "double", "0x1p3"), ("big", "float", "1e40"),
+        ("r", {"type": "record", "name": "I", "fields": [{"name": "f", "type": "double", "default": "Infinity"}]}, {})])
     assert math.isnan(values[0].pop("nan")) and values == [
         {"id": 1, "ninf": -math.inf, "pinf": math.inf, "d": 1.5, "hex": 8.0, "big": math.inf, "r": {"f": math.inf}}]
 
@@ -530,17 +535,10 @@ def test_float_defaults_given_as_strings_are_read_as_java_reads_them(path):
 def test_union_defaults_are_of_the_first_branch_their_json_fits(path):
     """A union's default is of the first branch its JSON fits, as Avro's Java reader (so Spark) encodes it:
     ``["null", "double"]`` with 1.5 is 1.5, not null (checked against spark-avro 4.2 in test_file_avro)."""
-    writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
-    added = [("a", ["null", "double"], 1.5), ("b", ["null", "string"], "x"), ("c", ["int", "null"], None),
-             ("e", ["null", "string", "long"], 5), ("g", ["null", "boolean"], True),
-             ("h", ["null", {"type": "array", "items": "int"}], [1, 2])]
-    reader = avro.parse({**writer, "fields": [*writer["fields"], *({"name": n, "type": t, "default": d}
-                                                                   for n, t, d in added)]})
-    decoder = avro.Decoder(json.dumps(writer), reader, avro.arrow_type(reader))
-    bodies = fastavro_bodies(writer, [{"id": 1}])
-    values = {"columnar": lambda: decoder._columnar(pa.array(bodies, pa.binary())),
-              "per_record": lambda: decoder._per_record(bodies)[0],
-              "block": lambda: decoder.decode_block(1, bodies[0])}[path]().to_pylist()
+    values = _defaults_read(path, [
+        ("a", ["null", "double"], 1.5), ("b", ["null", "string"], "x"), ("c", ["int", "null"], None),
+        ("e", ["null", "string", "long"], 5), ("g", ["null", "boolean"], True),
+        ("h", ["null", {"type": "array", "items": "int"}], [1, 2])])
     assert values == [{"id": 1, "a": 1.5, "b": "x", "c": None, "e": {"member0": None, "member1": 5}, "g": True,
                        "h": [1, 2]}]
 
