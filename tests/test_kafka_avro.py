@@ -548,10 +548,15 @@ def test_union_defaults_are_of_the_first_branch_their_json_fits(path):
     ("float", "inf", "the default of the field 'x', 'inf', is not a float"),
     (["null", "double"], "NaN", "the default of the field 'x', 'NaN', is not one of its union"),
     (["float", "null"], "Infinity", "the default of the field 'x', 'Infinity', is not one of its union"),
+    ({"type": "array", "items": "double"}, ["NaN"], "the default of the field 'x', [\"NaN\"], holds a string"),
+    ({"type": "map", "values": "float"}, {"k": "1"}, "the default of the field 'x', {\"k\": \"1\"}, holds a string"),
+    ({"type": "record", "name": "I", "fields": [{"name": "f", "type": "double"}]}, {"f": "NaN"},
+     "the default of the field 'x', {\"f\": \"NaN\"}, holds a string"),
 ])
 def test_float_defaults_java_refuses_fail_naming_the_field(kind, default, message):
     """Where Spark fails on such a default (Java's NumberFormatException, or Avro's "Invalid default for
-    field x" in a union), whether or not the writer has the field: an error that names the field."""
+    field x" in a union or for a string inside an array, map or record default; checked on spark-avro 4.2),
+    whether or not the writer has the field: an error that names the field, not pyarrow's when it is used."""
     writer = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
     reader = avro.parse({**writer, "fields": [*writer["fields"], {"name": "x", "type": kind, "default": default}]})
     with pytest.raises(avro.AvroTypeError, match=re.escape(message)):

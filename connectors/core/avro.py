@@ -583,8 +583,26 @@ def float_defaults(schema: Any, strict: bool = True) -> Any:
         elif text is not None and strict and kind == "union" and not any(_type(b) in _TEXTS for b in field["type"]):
             raise AvroTypeError(f"the default of the field {field['name']!r}, {default!r}, is not one of its union "
                                 f"{json.dumps(field['type'])}: Avro's Java parser (so Spark) refuses it")
+        elif strict and isinstance(default, (list, dict)) and _float_text(default, field["type"]):
+            raise AvroTypeError(f"the default of the field {field['name']!r}, {json.dumps(default)}, holds a string "
+                                "where a float or double goes: Avro's Java parser (so Spark) refuses it")
         fields.append(field)
     return {**schema, "fields": fields}
+
+
+def _float_text(value: Any, schema: Any) -> bool:
+    """Whether a default's JSON holds a string where ``schema`` has a float or double, inside arrays, maps
+    and records (only a field's own default may be "NaN")."""
+    kind = _type(schema)
+    if kind in ("float", "double"):
+        return isinstance(value, str)
+    if kind == "array" and isinstance(value, list):
+        return any(_float_text(item, schema["items"]) for item in value)
+    if kind == "map" and isinstance(value, dict):
+        return any(_float_text(item, schema["values"]) for item in value.values())
+    if kind == "record" and isinstance(value, dict):
+        return any(_float_text(value[f["name"]], f["type"]) for f in schema["fields"] if f["name"] in value)
+    return False
 
 
 def _fits_default(branch: Any, default: Any) -> bool:
