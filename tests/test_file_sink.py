@@ -346,8 +346,8 @@ def test_json_writer_options_give_sparks_bytes(spark, tmp_path, options):
 
 @pytest.mark.parametrize("zone", [*sorted(UTC_ZONES), "America/Los_Angeles"])
 def test_csv_timestamps_have_the_text_arrow_gives_them(zone):
-    """A zoned timestamp's text, made without the zone database where the zone is UTC: the same
-    as Arrow's own writer gives (here in quotes), at every unit, from year 1 to 9999."""
+    """A zoned timestamp's text, made without the zone database: the same as Arrow's own writer
+    gives for it in UTC (here in quotes), at every unit, from year 1 to 9999."""
     instants = [datetime(2024, 1, 2, 3, 4, 5), datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999),
                 datetime(1969, 12, 31, 23, 59, 59, 500000), None]  # fmt: skip
     for unit in ("s", "ms", "us", "ns"):
@@ -355,8 +355,17 @@ def test_csv_timestamps_have_the_text_arrow_gives_them(zone):
                   for t in instants]  # fmt: skip
         batch = pa.record_batch([pa.array(values, pa.timestamp(unit, tz=zone))], names=["t"])
         arrows = io.BytesIO()
-        pacsv.write_csv(batch, arrows, pacsv.WriteOptions(include_header=False))
+        in_utc = batch if zone in UTC_ZONES else batch.cast(pa.schema([("t", pa.timestamp(unit, tz="UTC"))]))
+        pacsv.write_csv(in_utc, arrows, pacsv.WriteOptions(include_header=False))
         assert csv_lines(batch, CsvDialect()).replace(b'"', b"") == arrows.getvalue(), unit
+
+
+def test_csv_timestamps_of_other_zones_are_written_in_utc():
+    """A session zone's local time with an offset cut to minutes, as Arrow's writer gives it
+    (1883-11-18 04:07:02-0752), is 58 s off the instant: written in UTC, as json writes it."""
+    values = [datetime(1883, 11, 18, 12, tzinfo=timezone.utc), datetime(2024, 3, 10, 10, 30, tzinfo=timezone.utc)]
+    batch = pa.record_batch([pa.array(values, pa.timestamp("us", tz="America/Los_Angeles"))], names=["t"])
+    assert csv_lines(batch, CsvDialect()) == b'"1883-11-18 12:00:00.000000Z"\n"2024-03-10 10:30:00.000000Z"\n'
 
 
 def test_csv_writer_options_give_sparks_bytes_or_rows(spark, tmp_path):

@@ -67,10 +67,13 @@ def _write(table: pa.Table, dialect: CsvDialect, header: bool) -> bytes:
             if escape != _QUOTE and (pc.any(pc.match_substring(column, _QUOTE)).as_py()
                                      or pc.any(pc.match_substring(column, escape)).as_py()):  # fmt: skip
                 column, escaped = _escaped(column, escape), True
-        elif pa.types.is_timestamp(kind) and kind.tz in UTC_ZONES:
-            # the same text as Arrow writes for it, 3x faster: Arrow formats a zoned timestamp
-            # through the time zone database (docs/file-sink.md); quoted, as every string
-            column = concat(column.cast(pa.timestamp(kind.unit)), "Z" if kind.tz == "UTC" else "+0000")
+        elif pa.types.is_timestamp(kind) and kind.tz is not None:
+            # the same text as Arrow writes for a UTC zone, 3x faster: Arrow formats a zoned timestamp
+            # through the time zone database (docs/file-sink.md); quoted, as every string. Other zones
+            # in UTC too, as json and timestampFormat write them: Arrow's local time has the offset cut
+            # to minutes (1883 Los Angeles: -0752 for -07:52:58), read back 58 s off
+            zone_text = "+0000" if kind.tz != "UTC" and kind.tz in UTC_ZONES else "Z"
+            column = concat(column.cast(pa.timestamp(kind.unit)), zone_text)
         elif in_numbers and not dialect.quote_all:
             column = pc.cast(column, TEXT)  # quoted, as every string
         if dialect.quote_all and column.null_count:  # Arrow leaves nulls unquoted; Spark quotes its nullValue
