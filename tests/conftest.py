@@ -18,6 +18,13 @@ import pytest
 TESTS_DIR = Path(__file__).parent
 
 
+def pytest_sessionstart(session):
+    """Every Spark driver of the run, in this process or a child, starts from one class archive."""
+    from connectors.testing import class_archive
+
+    class_archive.ensure("jobs.class_archive", pythonpath=[str(TESTS_DIR)])
+
+
 @pytest.fixture(scope="session")
 def spark():
     from connectors.testing.spark import local_session

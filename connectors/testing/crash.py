@@ -314,7 +314,8 @@ def _child(spec: dict) -> int:
 
     module, _, function = spec["job"].partition(":")
     build = getattr(importlib.import_module(module), function)
-    spark = local_session("crash-harness", master=spec["master"])
+    # A run lives seconds on little data: the JIT's optimizing tier costs more than it pays back.
+    spark = local_session("crash-harness", master=spec["master"], java_options="-XX:TieredStopAtLevel=1")
     events = open(spec["events"], "a", buffering=1)
 
     class Recorder(StreamingQueryListener):
