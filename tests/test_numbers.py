@@ -143,3 +143,13 @@ def test_sigkill_mid_batch_no_gap_no_repeat(crash_harness, tmp_path):
     assert report.kills == 2
     values = pq.read_table(out).column("value").to_pylist()
     assert len(values) == 6000 and sorted(values) == list(range(6000))
+
+
+@pytest.mark.crash
+def test_a_job_that_ends_before_its_random_kill_is_the_last_run(crash_harness, tmp_path):
+    """A faster machine can finish the job before the random moment comes (the chaos test did)."""
+    out = tmp_path / "out"
+    harness = crash_harness("jobs.numbers:numbers_to_parquet", out=str(out), end=99, rows_per_batch=100)
+    report = harness.run(kills=2, kill_at="random", random_window=(170.0, 170.0), seed=7)
+    assert (report.kills, [run.exit_code for run in report.runs]) == (0, [0])
+    assert sorted(pq.read_table(out).column("value").to_pylist()) == list(range(100))

@@ -103,15 +103,16 @@ class CrashHarness:
         first marked micro-batch started (in a batch, a commit, or between them).
 
         ``kill`` replaces the default action (SIGKILL of the whole child) with another one, such as
-        killing a cluster worker; the child then goes on and the harness waits for it to end.
+        killing a cluster worker; the child then goes on and the harness waits for it to end. A run
+        that finishes the job (so spared, or ended before its random moment came) is the last.
         """
         rng = random.Random(seed)
         action = kill or (lambda child: faults.kill_session(child.pid))
         runs = []
         for _ in range(kills):
             runs.append(self._run_once(next(self._numbers), kill_at, rng, random_window, action))
-        if runs and runs[-1].exit_code == 0:  # the kill spared the driver and the job finished
-            return CrashReport(runs)
+            if runs[-1].exit_code == 0:  # the job finished: nothing left to kill or restart
+                return CrashReport(runs)
         number = next(self._numbers)
         final = self._run_once(number, None, rng, random_window, action)
         runs.append(final)
@@ -242,22 +243,25 @@ class CrashHarness:
             # to get there depends on the machine, and a fast one could finish before the kill.
             self._wait(child, in_flight, deadline)
             fire = time.monotonic() + rng.uniform(*window)
-            ready = lambda: time.monotonic() >= fire  # noqa: E731
+            if not self._wait(child, lambda: time.monotonic() >= fire, deadline, may_end=True):
+                return False  # the job ended before the moment drawn
         else:
-            ready = in_flight
-        self._wait(child, ready, deadline)
-        if kill_at == "mid-batch":
+            self._wait(child, in_flight, deadline)
             time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the marked batch
         action(child)
         return True
 
-    def _wait(self, child, ready: Callable[[], bool], deadline: float) -> None:
+    def _wait(self, child, ready: Callable[[], bool], deadline: float, may_end: bool = False) -> bool:
+        """True once ``ready()``; False if the child ended well first and ``may_end``, else raise."""
         while not ready():
             if child.poll() is not None:
+                if may_end and child.returncode == 0:
+                    return False
                 raise AssertionError(f"job exited ({child.returncode}) before it could be killed; see its log")
             if time.monotonic() > deadline:
                 raise AssertionError(f"no kill point reached within {self.start_timeout}s")
             time.sleep(0.05)
+        return True
 
     def _read_events(self, number: int) -> list[dict]:
         path = self._events(number)
