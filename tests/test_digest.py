@@ -1,5 +1,6 @@
 """connectors.core.digest: the same rows give the same digest however they are cut into batches;
-other rows, or the same rows in another order, give another."""
+other rows, or the same rows in another order, give another ordered digest; the
+order-free one tells the same rows in another order from other rows."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from connectors.core.digest import RowsDigest, arrow_digest
+from connectors.core.digest import Replayed, RowsDigest, arrow_digest
 
 ROWS = 3000
 
@@ -158,3 +159,43 @@ def test_order_matters_and_copies_are_independent(batch):
     snapshot = running.copy()
     running.update(batch.slice(10))
     assert snapshot.hexdigest() == digest(batch.slice(0, 10)) and running.hexdigest() == digest(batch)
+
+
+def test_the_same_rows_in_another_order_compare_as_reordered(batch):
+    """A re-execution after a shuffle brings the committed rows in another order."""
+    rng = random.Random(3)
+    order = list(range(ROWS))
+    rng.shuffle(order)
+    shuffled = RowsDigest(batch.schema.names)
+    for piece in cut(pa.Table.from_batches([batch.take(pa.array(order))]), rng):
+        shuffled.update(piece)
+    assert shuffled.compare(digest(batch)) is Replayed.REORDERED
+    assert shuffled.compare(digest(batch.take(pa.array(order)))) is Replayed.SAME
+    # one column's values moved to other rows: the same values per column, other rows
+    remixed = pa.record_batch({**{n: batch.column(n) for n in batch.schema.names},
+                               "value": batch.column("value").take(pa.array(order))})
+    assert _running(remixed).compare(digest(batch)) is Replayed.OTHER
+    assert _running(batch.slice(1)).compare(digest(batch.slice(0, ROWS - 1))) is Replayed.OTHER
+
+
+def test_every_kind_of_column_has_an_order_free_digest():
+    table, rng = every_kind(), random.Random(4)
+    order = list(range(ROWS))
+    rng.shuffle(order)
+    shuffled = RowsDigest()
+    for piece in cut(table.take(pa.array(order)), rng):
+        shuffled.update(piece)
+    assert shuffled.compare(arrow_digest([table])) is Replayed.REORDERED
+
+
+def test_a_type_without_a_row_hash_compares_by_order_only():
+    intervals = pa.table({"id": [1, 2], "every": pa.array([None, (1, 2, 3)], pa.month_day_nano_interval())})
+    reversed_rows = _running(intervals.take(pa.array([1, 0])))
+    assert " " not in reversed_rows.hexdigest()  # the ordered digest alone
+    assert reversed_rows.compare(arrow_digest([intervals])) is Replayed.OTHER
+
+
+def _running(rows: pa.RecordBatch | pa.Table) -> RowsDigest:
+    result = RowsDigest()
+    result.update(rows)
+    return result

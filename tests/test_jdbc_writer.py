@@ -648,6 +648,26 @@ def test_a_replay_bringing_other_rows_fails_instead_of_losing_or_duplicating(pos
     assert count(pg, table) == (1000, 1000) and progress_row(pg, key)[0] == 1000
 
 
+def test_a_replay_of_every_committed_row_in_another_order_skips_them_all(postgres_dsn, pg, table, unique):
+    # After a shuffle a re-executed batch's partition may bring its rows in another order.
+    writer, key = make_writer(postgres_dsn, table, unique)
+    writer.write(iter(arrow_batches(0, 1000, 300)))
+    rows = pa.Table.from_batches(list(arrow_batches(0, 1000, 1000)))
+    reversed_rows = rows.take(list(range(999, -1, -1))).to_batches(max_chunksize=300)
+    assert make_writer(postgres_dsn, table, unique)[0].write(iter(reversed_rows)) == JdbcCommitMessage(key, 0, 1000)
+    assert count(pg, table) == (1000, 1000)
+    # Only a part committed: which rows it held is unknown once the order changed.
+    part = f"{table}_part"  # created by the sink
+    writer, key = make_writer(postgres_dsn, part, unique)
+    writer.write(iter(arrow_batches(0, 600, 300)))
+    replay = rows.slice(0, 600).take(list(range(599, -1, -1))).to_batches(max_chunksize=300) + list(arrow_batches(600, 400, 300))
+    with pytest.raises(JdbcWriteError) as info:
+        make_writer(postgres_dsn, part, unique)[0].write(iter(replay))
+    assert f"sink id '{key.sink_id}', batch 7, partition 0: this re-execution begins with the 600 rows committed in " \
+           "another order and has more after them" in str(info.value)
+    assert count(pg, part) == (600, 600) and progress_row(pg, key)[0] == 600
+
+
 def test_an_old_progress_table_gains_the_digest_column_and_its_rows_still_skip(postgres_dsn, pg, table, unique):
     progress = f"{unique}_progress"
     pg.execute(f"""CREATE TABLE {progress} (sink_id text NOT NULL, batch_id bigint NOT NULL, partition_id integer NOT NULL,

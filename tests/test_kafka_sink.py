@@ -7,6 +7,7 @@ until every partition reports its end, so a missing or repeated record shows in 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
 import json
 import logging
@@ -224,8 +225,6 @@ def test_replay_skips_exactly_the_committed_prefix_whatever_the_batch_sizes():
     rest = [v for b in replay(_string_batches(rows, 5)) for v in b.column("value").to_pylist()]
     assert rest == rows[6:] and replay.skipped == 6
     assert replay.digest.hexdigest() == _committed_by(unit, rows).digest  # the progress the retry commits
-    replay = _Replay("p-0", WorkUnit("query", 2, 0), _committed_by(unit, rows[:6]), ("value",))
-    assert list(replay(_string_batches(rows, 5))) == [] and replay.skipped == 12  # a later batch is committed
 
 
 @pytest.mark.parametrize("replayed, problem", [
@@ -246,6 +245,46 @@ def test_without_a_query_id_an_older_batch_fails_instead_of_counting_as_committe
         _Replay("p-0", WorkUnit(SINK_RUN, 0, 0), Progress(SINK_RUN, 5, 10), ("value",))
     assert "transactional id 'p-0' has committed batch 5, so batch 0 is not a batch of this sink" in str(info.value)
     assert "A new query needs a new transactionalIdPrefix" in str(info.value)
+
+
+def test_an_older_batch_of_the_query_fails_instead_of_counting_as_committed():
+    """A rolled-back checkpoint re-plans batch 2 up to today's offsets: taken for committed, the
+    records past what batch 3 wrote would be lost."""
+    with pytest.raises(KafkaSinkError) as info:
+        _Replay("p-0", WorkUnit("query", 2, 0), Progress("query", 3, 10), ("value",))
+    assert "transactional id 'p-0' has committed batch 3 of this query, so batch 2 was committed before it" in str(
+        info.value)
+    assert "or the checkpoint was rolled back" in str(info.value)
+
+
+def test_a_replay_of_every_committed_record_in_another_order_skips_them_all():
+    """A shuffle's fetch order changes between attempts; all records committed, any order is fine."""
+    unit = WorkUnit("query", 3, 0)
+    rows = [str(i) for i in range(12)]
+    replay = _Replay("p-0", unit, _committed_by(unit, rows), ("value",))
+    assert list(replay(_string_batches(rows[::-1], 5))) == [] and replay.skipped == 12
+
+
+def test_a_replay_of_the_committed_records_in_another_order_with_more_after_them_fails():
+    """Only a prefix was committed: which records it held is unknown when the order changed."""
+    unit = WorkUnit("query", 3, 0)
+    rows = [str(i) for i in range(12)]
+    replay = _Replay("p-0", unit, _committed_by(unit, rows[:6]), ("value",))
+    with pytest.raises(KafkaSinkError) as info:
+        list(replay(_string_batches(rows[:6][::-1] + rows[6:], 5)))
+    assert "now holds the 6 records an earlier attempt committed in another order, and more after them" in str(
+        info.value)
+
+
+def test_a_reordered_replay_against_progress_without_a_row_hash_fails():
+    """Progress from an older release, or another polars, has only the ordered digest."""
+    unit = WorkUnit("query", 3, 0)
+    rows = [str(i) for i in range(12)]
+    committed = _committed_by(unit, rows)
+    for digest in (committed.digest.split(" ")[0], committed.digest.split(" ")[0] + " polars-0.0-x:0"):
+        replay = _Replay("p-0", unit, dataclasses.replace(committed, digest=digest), ("value",))
+        with pytest.raises(KafkaSinkError, match="now holds other records than the 12"):
+            list(replay(_string_batches(rows[::-1], 5)))
 
 
 # --- writing: columns, batch and stream --------------------------------------------------------
@@ -381,6 +420,7 @@ def test_foreach_batch_sink_writes_each_batch_once(spark, kafka_bootstrap, uniqu
     first = spark.range(0, 100, numPartitions=2).selectExpr("cast(id as string) as value")
     sink(first, 7)
     sink(first, 7)  # batch 7 again (a re-executed foreachBatch): already committed
+    sink(first.sortWithinPartitions(first.value.desc()), 7)  # again, in another order (after a shuffle)
     sink(spark.range(100, 150, numPartitions=2).selectExpr("cast(id as string) as value"), 8)
     assert values(consume(kafka_bootstrap, topic)) == list(range(150))
 

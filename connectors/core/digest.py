@@ -12,16 +12,42 @@ streams (null positions, value bytes, value lengths, nested children) whose byte
 [0, n) are the same however those rows are split into record batches or slices, so Spark's
 batch sizes, which are configuration, never make equal rows look different. Fail-safe: a type it
 has no canonical form for raises TypeError rather than being left out of the digest.
+
+Beside it, an order-independent digest of the same rows: the sum of a hash per row (polars'
+``hash_rows``), modulo 2**64. A batch re-executed after a shuffle can bring a partition the same
+rows in another order (Spark fetches shuffle blocks in random order), and when it brings exactly
+the rows committed, nothing more, skipping them all is right whatever their order. polars keeps
+its row hash stable only within one version, so the text names the version (and the machine): a
+replay under another compares by order only.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import hashlib
+import platform
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+
+@functools.cache
+def _row_hash_name() -> str:
+    """Names the row hash of the unordered digest: equal names, equal hashes for equal rows."""
+    import polars  # noqa: PLC0415 - heavy; only exactly-once sinks pay for it
+
+    return f"polars-{polars.__version__}-{platform.machine()}"
+
+
+class Replayed(enum.Enum):
+    """How rows compare with the rows a digest was made of."""
+
+    SAME = "the same rows in the same order"
+    REORDERED = "the same rows in another order"
+    OTHER = "other rows"
 
 
 class RowsDigest:
@@ -33,6 +59,7 @@ class RowsDigest:
         self.rows = 0
         self._streams: dict[str, hashlib._Hash] = {}
         self._lengths: dict[str, int] = {}  # elements seen per array path: null positions are offset by it
+        self._unordered: int | None = 0  # sum of the row hashes mod 2**64; None: a type polars cannot hash
 
     def update(self, rows: pa.RecordBatch | pa.Table) -> None:
         if self.columns is not None:
@@ -41,18 +68,35 @@ class RowsDigest:
             for array in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
                 self._array(str(index), array)
         self.rows += rows.num_rows
+        if self._unordered is not None and rows.num_rows:
+            self._unordered = _add_row_hashes(self._unordered, rows)
 
     def copy(self) -> RowsDigest:
         clone = RowsDigest(self.columns)
-        clone.rows, clone._lengths = self.rows, dict(self._lengths)
+        clone.rows, clone._lengths, clone._unordered = self.rows, dict(self._lengths), self._unordered
         clone._streams = {name: stream.copy() for name, stream in self._streams.items()}
         return clone
 
     def hexdigest(self) -> str:
+        """The ordered digest, then (when every type has a row hash) the unordered one:
+        ``<sha-256> <row hash name>:<sum>``."""
         total = hashlib.sha256(str(self.rows).encode())
         for name in sorted(self._streams):
             total.update(name.encode() + b"\0" + self._streams[name].digest())
-        return total.hexdigest()
+        if self._unordered is None:
+            return total.hexdigest()
+        return f"{total.hexdigest()} {_row_hash_name()}:{self._unordered:016x}"
+
+    def compare(self, expected: str) -> Replayed:
+        """These rows against ``expected``, a :meth:`hexdigest` of the same number of rows (or a
+        digest written before the unordered part existed: then only SAME or OTHER)."""
+        ordered, _, unordered = expected.partition(" ")
+        mine, _, my_unordered = self.hexdigest().partition(" ")
+        if mine == ordered:
+            return Replayed.SAME
+        if unordered and unordered == my_unordered:
+            return Replayed.REORDERED
+        return Replayed.OTHER
 
     def _array(self, path: str, array: pa.Array) -> None:
         if len(array) == 0:
@@ -101,6 +145,17 @@ class RowsDigest:
         if stream is None:
             stream = self._streams[name] = hashlib.sha256()
         return stream
+
+
+def _add_row_hashes(total: int, rows: pa.RecordBatch | pa.Table) -> int | None:
+    import polars  # noqa: PLC0415
+    from polars.exceptions import PanicException  # noqa: PLC0415
+
+    try:
+        hashes = polars.from_arrow(rows).hash_rows().to_numpy()
+    except (PanicException, Exception):  # noqa: BLE001 - a type polars cannot take (month_day_nano_interval): order only
+        return None
+    return (total + int(hashes.sum(dtype=np.uint64))) % 2**64  # numpy's uint64 sum wraps: the sum mod 2**64
 
 
 def _fixed_width(kind: pa.DataType) -> bool:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
-from connectors.core.digest import RowsDigest
+from connectors.core.digest import Replayed, RowsDigest
 from connectors.core.guarantees import DeliveryGuarantee
 from connectors.core.retry import retry
 from connectors.jdbc import FORMAT
@@ -326,13 +326,30 @@ class PartitionWriter:
                 f"committed {self._committed}: another writer changed it (a query sharing the sinkId, or the "
                 "commit of a later batch while this task ran on as a zombie); nothing more was written"
             )
-        if found is not None and found.digest is not None and found.digest != self._digest.hexdigest():
+        replayed = Replayed.SAME if found is None or found.digest is None else self._digest.compare(found.digest)
+        if replayed is Replayed.OTHER:
             raise JdbcWriteError(
                 f"{FORMAT}: {self.key}: the first {rows} rows of this re-execution are not the {rows} rows "
                 "committed (their digests differ), so skipping them would lose some rows and duplicate others: "
                 "exactly-once needs a re-executed batch to bring each partition the same rows in the same order, "
                 "which fails when, e.g., the source's partition count changed before a restart (see docs/jdbc.md)"
             )
+        # A shuffle's fetch order may change between attempts: the same rows and no more were all committed.
+        if replayed is Replayed.REORDERED and self._more_input():
+            raise JdbcWriteError(
+                f"{FORMAT}: {self.key}: this re-execution begins with the {rows} rows committed in another order "
+                "and has more after them, so which rows were committed is unknown: exactly-once needs a "
+                "re-executed batch whose partition was committed only in part to bring the same rows in the same "
+                "order (see docs/jdbc.md)"
+            )
+
+    def _more_input(self) -> bool:
+        if not self._kept:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return False
+            self._keep(chunk)
+        return True
 
     def _skip_to(self, rows: int) -> None:
         """Read past the partition's rows up to ``rows``, which another attempt committed."""

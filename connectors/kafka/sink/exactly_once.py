@@ -10,7 +10,8 @@ Each Spark partition ``p`` of the sink has the stable transactional id ``<prefix
 3. skips the records of this (run, batch) already committed: all of them when the task is a
    retry of a committed one or the batch is re-executed after the driver died before Spark
    recorded it; the progress holds a digest of the committed records (:mod:`connectors.core.digest`),
-   and a replay whose skipped records differ from them fails rather than skip the wrong ones;
+   and a replay whose skipped records differ from them fails rather than skip the wrong ones. A
+   later batch's progress fails the task: Spark never re-runs a batch older than its last one;
 4. produces the rest in one transaction, adds the new progress to the same transaction
    (``send_offsets_to_transaction``) and commits: records and progress become visible to
    ``read_committed`` consumers together, or not at all.
@@ -25,14 +26,15 @@ drops the kept producer and takes steps 1 and 2; nothing of its input has been r
 Why a record count, not a done flag: when a task's *input* fails (an upstream error), Spark ends
 the Python writer's input as if it were complete, so ``write()`` commits what it got, and Spark
 discards the attempt. The count lets the retry write exactly the records that are missing.
-Precondition, as for any replay: a re-executed partition yields the same records in the same
-order; the digest turns a violation into a failed batch instead of lost or duplicated records.
+Precondition, as for any replay: a re-executed partition yields the same records, and in the same
+order when an attempt committed only some of them (all of them may come in any order: a shuffle's
+fetch order changes between attempts); the digest turns a violation into a failed batch instead
+of lost or duplicated records.
 
 The run is the streaming query id (stable across restarts from the same checkpoint), or a fresh
 id per batch write; the batch is Spark's batch id. Where Spark gives no query id (Spark Connect's
 foreachBatch, a ``KafkaSink`` called outside a query) the run is :data:`SINK_RUN`: the prefix
-alone names the sink, whose batch ids then only go up, so an older batch fails rather than count
-as committed. A transaction lives only inside one task, so ``transaction.timeout.ms`` bounds how
+alone names the sink, whose batch ids then only go up. A transaction lives only inside one task, so ``transaction.timeout.ms`` bounds how
 long one task may take to write its partition.
 """
 
@@ -55,7 +57,7 @@ from typing import Any, TypeVar, cast
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from connectors.core.digest import RowsDigest
+from connectors.core.digest import Replayed, RowsDigest
 from connectors.core.private_dir import private_dir
 from connectors.core.retry import retry
 from connectors.kafka import FORMAT
@@ -234,22 +236,15 @@ class _Replay:
     def __init__(self, txn_id: str, unit: WorkUnit, committed: Progress | None, columns: tuple[str, ...]):
         self.txn_id, self.unit = txn_id, unit
         self.count = committed.committed_of(unit) if committed else 0
-        if self.count == ALL and unit.run == SINK_RUN:
+        if self.count == ALL:
             assert committed is not None
-            raise KafkaSinkError(
-                f"transactional id '{txn_id}' has committed batch {committed.batch}, so batch {unit.batch} is "
-                "not a batch of this sink: without a streaming query id (Spark Connect's foreachBatch, or a "
-                "KafkaSink called outside a query) transactionalIdPrefix alone names the sink and its batch ids "
-                "only go up. A new query needs a new transactionalIdPrefix")
-        self.expected = committed.digest if committed and 0 < self.count < ALL else None
+            raise KafkaSinkError(_superseded(txn_id, unit, committed))
+        self.expected = committed.digest if committed and self.count else None
         self.digest = RowsDigest(columns)
         self.skipped = 0
+        self.reordered = False  # the committed records came again, in another order: nothing may follow
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if self.count == ALL:  # a later batch is committed: everything of this one was
-            for batch in batches:
-                self.skipped += batch.num_rows
-            return
         for batch in batches:
             drop = min(self.count - self.skipped, batch.num_rows)
             if drop:
@@ -258,6 +253,10 @@ class _Replay:
                 if self.skipped == self.count:
                     self._check()
             if drop < batch.num_rows:
+                if self.reordered:
+                    raise self._replayed_with(
+                        f"the {self.count} records an earlier attempt committed in another order, and more after "
+                        "them, so which of them it committed is unknown")
                 rest = batch.slice(drop) if drop else batch
                 self.digest.update(rest)
                 yield rest
@@ -267,9 +266,14 @@ class _Replay:
                 "; or the input failed (then its own error follows)")
 
     def _check(self) -> None:
-        if self.expected is not None and self.digest.hexdigest() != self.expected:
+        if self.expected is None:
+            return
+        replayed = self.digest.compare(self.expected)
+        if replayed is Replayed.OTHER:
             raise self._replayed_with(f"other records than the {self.count} an earlier attempt committed "
                                       "(their digest differs)")
+        # A shuffle's fetch order may change between attempts: the same records and no more were all committed.
+        self.reordered = replayed is Replayed.REORDERED
 
     def _replayed_with(self, what: str, cause: str = "") -> KafkaSinkError:
         return KafkaSinkError(
@@ -278,6 +282,20 @@ class _Replay:
             f"(the source's partition count, a repartition), or the input is not deterministic{cause}. "
             "Skipping by count would lose or duplicate records, so the batch fails: restart with the partitioning "
             "the batch first ran with, and change it once the batch is committed")
+
+
+def _superseded(txn_id: str, unit: WorkUnit, committed: Progress) -> str:
+    if unit.run == SINK_RUN:
+        return (f"transactional id '{txn_id}' has committed batch {committed.batch}, so batch {unit.batch} is "
+                "not a batch of this sink: without a streaming query id (Spark Connect's foreachBatch, or a "
+                "KafkaSink called outside a query) transactionalIdPrefix alone names the sink and its batch ids "
+                "only go up. A new query needs a new transactionalIdPrefix")
+    return (f"transactional id '{txn_id}' has committed batch {committed.batch} of this query, so batch {unit.batch} "
+            "was committed before it and nothing of it is written again: this task is a zombie (it ran on after "
+            "its driver died, while the restarted query committed later batches), or the checkpoint was rolled "
+            "back (batches deleted from its offsets and commits, or an older copy restored), whose re-planned "
+            "batches would hold records never written. Restart from the checkpoint as the query left it, or with "
+            "a new checkpoint and a new transactionalIdPrefix")
 
 
 @functools.cache
