@@ -355,7 +355,12 @@ class TransactionalProducer:
         if not self._owns():
             return False
         self.sink.reports.reset()
-        self.sink.producer.begin_transaction()
+        try:
+            # Refused when the producer is in no state for a new transaction (an error since it was kept).
+            self.sink.producer.begin_transaction()
+        except KafkaException as exc:
+            log.info("%s: the kept producer cannot begin a transaction: %s", self.txn_id, exc)
+            return False
         try:
             # Adding the progress already committed changes nothing, but the coordinator checks
             # the producer's epoch: a fenced producer fails here, before any input is consumed.
@@ -408,14 +413,17 @@ class TransactionalProducer:
             pass
         return self.sink.reports.error()
 
-    def abort(self) -> None:
-        """Best effort: the next init_transactions() of this id aborts the transaction anyway."""
+    def abort(self) -> bool:
+        """Best effort: the next init_transactions() of this id aborts the transaction anyway.
+        False when it failed: the producer's transaction state is then unknown, not to be kept."""
         if self.stuck:
-            return
+            return False
         try:
             self.sink.producer.abort_transaction(self.timeout)
         except KafkaException as exc:
             log.warning("aborting transaction '%s' failed (%s); the next attempt aborts it", self.txn_id, exc)
+            return False
+        return True
 
     def close(self) -> None:
         self.progress.close()
@@ -454,9 +462,9 @@ def write_exactly_once(
         replay = _Replay(txn_id, unit, txn.committed, layout.columns)
         remaining = replay(batches)
         first = next(remaining, None)
-        count = 0
+        count, reusable = 0, True
         if first is None:  # nothing (left) to write
-            txn.abort()
+            reusable = txn.abort()
         else:
             count = txn.sink.produce(itertools.chain([first], remaining), layout)
             txn.commit(Progress(unit.run, unit.batch, replay.skipped + count, replay.digest.hexdigest()))
@@ -472,7 +480,8 @@ def write_exactly_once(
     if replay.skipped:
         log.info("%s: %d records of batch %d (run %s) were committed before; skipped",
                  txn_id, replay.skipped, unit.batch, unit.run)
-    if txn.committed is None:  # a kept producer must know the progress to prove it later
+    # A kept producer must know the progress to prove it later, and be able to begin a transaction.
+    if txn.committed is None or not reusable:
         txn.close()
     else:
         IDLE.keep(key, txn, options.producer_cache_size)

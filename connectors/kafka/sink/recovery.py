@@ -46,6 +46,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from connectors.core.checkpoint import read_checkpoint
+from connectors.core.retry import retry
 from connectors.kafka import FORMAT
 from connectors.kafka.config import with_logger
 from connectors.kafka.sink.exactly_once import PartitionProgress, Progress, transactional_id
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 
 RESTART_GAP_S = 60.0  # as long as Spark keeps an idle Python worker
 RERUN_AGE_S = 60.0
+# A group coordinator loads its groups for seconds after a broker restarts: ~15 s of retries.
+_LIST_ATTEMPTS, _LIST_BACKOFF_S = 5, 1.0
 _PARALLEL = 16  # ids initialized at once: each is a producer with its own connections and threads
 _planned: dict[tuple, float] = {}  # (cluster, prefix) -> when this process last planned a batch of it
 _started: set[tuple] = set()  # (cluster, prefix) whose on_query_start ran here, until a commit checks (check_moved)
@@ -91,13 +94,41 @@ def progress_partitions(options: KafkaSinkOptions) -> set[int]:
     prefix = options.transactional_id_prefix
     pattern = re.compile(re.escape(f"{prefix}-") + r"(\d+)")
     admin = AdminClient(with_logger(options.client_settings()))
-    future = admin.list_consumer_groups(request_timeout=options.request_timeout.total_seconds())
+    what = f"listing the progress groups of transactionalIdPrefix '{prefix}'"
+
+    def list_groups() -> list:
+        future = admin.list_consumer_groups(request_timeout=options.request_timeout.total_seconds())
+        try:
+            listing = future.result()
+        except KafkaException as exc:
+            raise KafkaSinkError(f"{what} failed: {describe(exc.args[0])}") from None
+        # A broker that failed to answer (its group coordinator loading after a restart, or
+        # unreachable) is reported here, not raised: the groups it coordinates are missing, and
+        # a listing without them hides gone partitions (check_moved), expired progress
+        # (check_replay) and ids to abort (abort_lingering).
+        if listing.errors:
+            raise _PartialListing(listing.errors)
+        return listing.valid
+
     try:
-        listing = future.result()
-    except KafkaException as exc:
-        raise KafkaSinkError(f"listing the progress groups of transactionalIdPrefix '{prefix}' failed: "
-                             f"{describe(exc.args[0])}") from None
-    return {int(match.group(1)) for group in listing.valid if (match := pattern.fullmatch(group.group_id))}
+        valid = retry(list_groups, attempts=_LIST_ATTEMPTS, retry_on=(_PartialListing,), backoff=_LIST_BACKOFF_S,
+                      what=what)
+    except _PartialListing as exc:
+        raise KafkaSinkError(
+            f"{what} failed: {exc}. The groups those brokers coordinate are unknown, so the sink cannot check a "
+            "replay for records it would write twice and fails instead; restart the query once every broker "
+            "answers") from None
+    return {int(match.group(1)) for group in valid if (match := pattern.fullmatch(group.group_id))}
+
+
+class _PartialListing(Exception):
+    """Some brokers answered the listing of consumer groups with an error."""
+
+    def __init__(self, errors: list):
+        # confluent-kafka documents KafkaException items; 2.x gives KafkaError ones.
+        errors = [error.args[0] if isinstance(error, KafkaException) else error for error in errors]
+        super().__init__(f"{len(errors)} broker(s) answered with an error: "
+                         + "; ".join(describe(error) for error in errors))
 
 
 def check_replay(options: KafkaSinkOptions, checkpoint: str, groups: set[int]) -> None:
