@@ -55,7 +55,7 @@ from connectors.jdbc.task_writer import (
     chunks,
     connect,
 )
-from connectors.jdbc.writer import plan_write, stream_writer
+from connectors.jdbc.writer import plan_write, stream_writer, writer as batch_writer
 
 SCHEMA = StructType([StructField("id", LongType(), False), StructField("name", StringType())])
 
@@ -987,3 +987,50 @@ def test_without_proc_a_dead_drivers_staging_table_is_swept_never_a_live_ones(po
         java.kill()
         java.stdin.close()  # the planner reads to its end
         java.wait()
+
+
+# --- batch writes: attempts that outlive the job ------------------------------------------------
+
+
+def batch_sink_id(job) -> str:
+    return f"{job.sink_id or 'batch'}:{job.write_id}"  # what JdbcBatchWriter.write keys partitions by
+
+
+def test_a_losing_attempt_of_a_committed_batch_write_writes_nothing(postgres_dsn, pg, unique):
+    # Speculation: attempt A of partition 0 is slow to bring its first rows, attempt B commits the
+    # partition, the job commits; A is being killed asynchronously (or its input ended early as if
+    # complete) and reaches the database only now, after the commit pruned the write's progress rows.
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")  # no key: a row written twice stays twice
+    job = batch_writer({"url": f"{postgres_dsn}?application_name={unique}", "dbtable": unique}, SCHEMA, False)
+    key = ProgressKey(batch_sink_id(job), 0, 0)
+    winner = PartitionWriter(job.plan, key).write(iter(arrow_batches(0, 100, 100)))
+    job.commit([winner])
+    with pytest.raises(JdbcWriteError, match=f"sink id '{key.sink_id}', batch 0, partition 0: the batch write this "
+                                             "task belongs to is committed already.*late attempt"):  # fmt: skip
+        PartitionWriter(job.plan, key).write(iter(arrow_batches(0, 100, 100)))
+    assert count(pg, unique) == (100, 100)
+
+
+def test_a_batch_write_leaves_one_tombstone_and_prunes_those_a_day_old(postgres_dsn, pg, unique):
+    # Each write is its own sink id: the tombstone of one never stops the next write of the table.
+    pg.execute(f"CREATE TABLE {unique} (id bigint, name text)")
+    raw = {"url": f"{postgres_dsn}?application_name={unique}", "dbtable": unique}
+
+    def write(first: int) -> str:
+        job = batch_writer(raw, SCHEMA, False)
+        sink = batch_sink_id(job)
+        job.commit([PartitionWriter(job.plan, ProgressKey(sink, 0, p)).write(iter(arrow_batches(first + 50 * p, 50, 50)))
+                    for p in range(2)])  # fmt: skip
+        return sink
+
+    def progress(sink: str) -> list[tuple]:
+        pg.execute("SELECT batch_id, partition_id, row_count FROM connectors_jdbc_progress WHERE sink_id = %s", (sink,))
+        return pg.fetchall()
+
+    first = write(0)
+    assert progress(first) == [(1, -1, 0)]
+    pg.execute("UPDATE connectors_jdbc_progress SET committed_at = now() - interval '25 hours' WHERE sink_id = %s",
+               (first,))  # fmt: skip
+    second = write(100)
+    assert (progress(first), progress(second)) == ([], [(1, -1, 0)])
+    assert count(pg, unique) == (200, 200)

@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS {table} (
 )
 """
 _WHERE = "WHERE sink_id = %s AND batch_id = %s AND partition_id = %s"
+# The partition id of the row a finished batch write leaves behind (see ProgressTable.finish).
+TOMBSTONE = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +94,15 @@ class ProgressTable:
             # query committed this batch and went on; its progress rows are pruned by now), or
             # the batch ids started over (a new checkpoint under the same sinkId). Either way its
             # rows are written already: writing them would duplicate them.
-            cursor.execute(f"SELECT max(batch_id) FROM {self.table} WHERE sink_id = %s AND batch_id > %s",
-                           (key.sink_id, key.batch_id))
-            later = cursor.fetchone()[0]
+            # A batch write's tombstone (see finish) says the same of the write's only batch.
+            cursor.execute(
+                f"SELECT batch_id, partition_id FROM {self.table} WHERE sink_id = %s AND batch_id > %s "
+                "ORDER BY batch_id DESC, partition_id LIMIT 1",
+                (key.sink_id, key.batch_id),
+            )
+            later = cursor.fetchone()
             if later is not None:
-                raise Superseded(int(later))
+                raise Superseded(int(later[0]), finished=later[1] == TOMBSTONE)
             return None
         # Locked: a concurrent attempt that also finds the key waits until this one commits.
         cursor.execute(f"SELECT row_count, digest FROM {self.table} {_WHERE} FOR UPDATE", key.params())
@@ -117,8 +123,8 @@ class ProgressTable:
             (committed.rows, committed.digest, *key.params()),
         )
 
-    def forget(self, connection, sink_id: str, before_batch: int | None = None) -> None:
-        """Drop the rows of ``sink_id`` (those of batches before ``before_batch``, if given).
+    def forget(self, connection, sink_id: str, before_batch: int) -> None:
+        """Drop the rows of ``sink_id`` of batches before ``before_batch``.
 
         A streaming batch N starts only after N-1 is in Spark's commit log, so batches before the
         one being committed are never executed again. The rows of the newest batch that has any
@@ -126,20 +132,43 @@ class ProgressTable:
         older batch that it is one (see :meth:`claim`).
         """
         with connection.cursor() as cursor:
-            if before_batch is None:
-                cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s", (sink_id,))
-            else:
-                cursor.execute(
-                    f"DELETE FROM {self.table} WHERE sink_id = %s AND batch_id < %s "
-                    f"AND batch_id < (SELECT max(batch_id) FROM {self.table} WHERE sink_id = %s)",
-                    (sink_id, before_batch, sink_id),
-                )
+            cursor.execute(
+                f"DELETE FROM {self.table} WHERE sink_id = %s AND batch_id < %s "
+                f"AND batch_id < (SELECT max(batch_id) FROM {self.table} WHERE sink_id = %s)",
+                (sink_id, before_batch, sink_id),
+            )
+        connection.commit()
+
+    def finish(self, connection, sink_id: str, batch_id: int) -> None:
+        """Replace the rows of a committed batch write (``sink_id``, its only batch ``batch_id``)
+        by a tombstone: a row at batch ``batch_id + 1``, partition :data:`TOMBSTONE`.
+
+        A task attempt of the write may still reach its key after the job commit (a speculative
+        copy that lost, which PySpark kills asynchronously, or whose input ends early as if it were
+        complete): without a row of its key it would write its partition again. The tombstone makes
+        :meth:`claim` fail it as a later batch would. Deleting and inserting in one transaction
+        leaves either the rows or the tombstone, never neither. Each write has its own sink id, so
+        nothing else ever claims under it; tombstones older than a day (no attempt outlives its job
+        that long) are pruned here, by the commit of any later batch write.
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {self.table} WHERE sink_id = %s", (sink_id,))
+            cursor.execute(
+                f"INSERT INTO {self.table} (sink_id, batch_id, partition_id, row_count) VALUES (%s, %s, %s, 0)",
+                (sink_id, batch_id + 1, TOMBSTONE),
+            )
+            cursor.execute(
+                f"DELETE FROM {self.table} WHERE partition_id = %s AND committed_at < now() - interval '1 day'",
+                (TOMBSTONE,),
+            )
         connection.commit()
 
 
 class Superseded(Exception):  # noqa: N818 - a state, raised to the task writer, which words it
-    """A later batch of the sink is committed than the one a task is about to start writing."""
+    """A later batch of the sink is committed than the one a task is about to start writing, or
+    (``finished``) the task's batch write is committed and its rows replaced by a tombstone."""
 
-    def __init__(self, later_batch: int):
-        super().__init__(later_batch)
+    def __init__(self, later_batch: int, finished: bool):
+        super().__init__(later_batch, finished)
         self.later_batch = later_batch
+        self.finished = finished

@@ -308,6 +308,12 @@ class PartitionWriter:
                 found = self._progress.claim(cursor, self.key)
             except Superseded as later:
                 self._connection.rollback()
+                if later.finished:
+                    raise JdbcWriteError(
+                        f"{FORMAT}: {self.key}: the batch write this task belongs to is committed already, and "
+                        "nothing of it is written again: this task is a late attempt (a speculative copy that lost, "
+                        "or an attempt Spark is killing) that reached the database after the job commit"
+                    ) from None
                 raise JdbcWriteError(
                     f"{FORMAT}: {self.key}: batch {later.later_batch} of this sink id is committed already, so "
                     f"batch {self.key.batch_id} was committed before it and nothing of it is written again: this task "

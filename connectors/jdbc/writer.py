@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
@@ -123,11 +123,11 @@ class _JdbcWriter:
         key = ProgressKey(sink_id, batch_id, current_task().partition_id)
         return PartitionWriter(self.plan, key).write(batches)
 
-    def _forget(self, messages: list[JdbcCommitMessage | None], before_batch: int | None) -> None:
-        """Prune progress rows; a failure only leaves rows that the next commit prunes."""
+    def _prune(self, sink_ids: set[str], action: Callable[[object, ProgressTable, str], None]) -> None:
+        """Prune progress rows, ``action(connection, progress table, sink id)`` for each sink id; a
+        failure only leaves rows that the next commit prunes."""
         import psycopg2
 
-        sink_ids = {m.key.sink_id for m in messages if m is not None and m.key is not None}
         if self.plan.progress is None or not sink_ids:
             return
         try:
@@ -137,7 +137,7 @@ class _JdbcWriter:
             return
         try:
             for sink_id in sink_ids:
-                self.plan.progress.forget(connection, sink_id, before_batch)
+                action(connection, self.plan.progress, sink_id)
         except psycopg2.Error as exc:
             log.warning("%s: could not prune the progress table: %s", FORMAT, exc)
         finally:
@@ -154,18 +154,27 @@ class JdbcBatchWriter(_JdbcWriter, DataSourceArrowWriter):
     """``df.write``: each partition in one transaction; progress rows guard task retries. With save
     mode overwrite the partitions go to a staging table, which the commit puts in the target's place."""
 
+    _BATCH = 0  # a batch write is the only batch of its sink id
+
     def __init__(self, config: JdbcSinkOptions, plan: WritePlan, target_name: str, overwrite: Overwrite | None):
         super().__init__(config, plan, target_name)
         self.overwrite = overwrite
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JdbcCommitMessage:
-        return self._write(iterator, 0, f"{self.sink_id or 'batch'}:{self.write_id}")
+        return self._write(iterator, self._BATCH, self._sink_id())
 
     def commit(self, messages: list[JdbcCommitMessage | None]) -> None:
         if self.overwrite is not None:
             self._replace(messages)
         self._log(messages, "batch write committed")
-        self._forget(messages, None)
+        # A tombstone, not no rows: a losing attempt still running must not write again (if it
+        # cannot be written, the rows stay, which stop such an attempt too).
+        self._prune({self._sink_id()}, lambda connection, progress, sink_id:
+                    progress.finish(connection, sink_id, self._BATCH))  # fmt: skip
+
+    def _sink_id(self) -> str:
+        # write_id is drawn on the driver and pickled to the tasks: each write is its own sink id.
+        return f"{self.sink_id or 'batch'}:{self.write_id}"
 
     def abort(self, messages: list[JdbcCommitMessage | None]) -> None:
         if self.overwrite is not None:
@@ -212,7 +221,8 @@ class JdbcStreamWriter(_JdbcWriter, DataSourceStreamArrowWriter):
         fault_point("jdbc.commit.before", self.plan.target)
         self._verify(messages, batchId)
         self._log(messages, f"batch {batchId} committed")
-        self._forget(messages, batchId)
+        sink_ids = {m.key.sink_id for m in messages if m is not None and m.key is not None}
+        self._prune(sink_ids, lambda connection, progress, sink_id: progress.forget(connection, sink_id, batchId))
         fault_point("jdbc.commit.after", self.plan.target)
 
     def abort(self, messages: list[JdbcCommitMessage | None], batchId: int) -> None:
