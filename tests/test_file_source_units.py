@@ -1000,3 +1000,31 @@ def test_partition_values_and_modified_times_are_read_in_the_time_zone(tmp_path)
     listed = FileLister.of_source(config(fileFormat="json", timeZone="America/New_York",
                                          modifiedAfter="2024-01-15T05:00:00"), [str(tmp_path)]).list()
     assert not listed
+
+
+def test_clean_source_archive_never_overwrites_an_archived_file(tmp_path, caplog):
+    """As Spark's SourceFileArchiver (Hadoop's rename does not replace a file): a file whose
+    archive path is taken already, by an earlier file of the same path, stays in place with a
+    warning naming both paths, and the archived copy stays intact."""
+    src, archive = tmp_path / "in", tmp_path / "archive"
+    src.mkdir()
+    cfg = config(fileFormat="text", discoveryInterval="0", cleanSource="archive", sourceArchiveDir=str(archive))
+    archived = archive / str(src / "a.txt").lstrip("/")
+
+    def read_and_commit() -> list[str]:  # one batch of a new query (a new checkpoint), committed
+        reader = FileStreamReader(cfg, [str(src)], read_spec(cfg, [str(src)], TEXT))
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        rows = [row["value"] for p in reader.partitions(start, end) for batch in reader.read(p) for row in batch.to_pylist()]
+        reader.commit(end)
+        return rows
+
+    write_file(src, "a.txt", "first\n")
+    assert read_and_commit() == ["first"]
+    assert not (src / "a.txt").exists() and archived.read_text() == "first\n"
+    write_file(src, "a.txt", "second\n")
+    with caplog.at_level("WARNING", logger="connectors.files.source.reader"):
+        assert read_and_commit() == ["second"]
+    assert archived.read_text() == "first\n"
+    assert (src / "a.txt").read_text() == "second\n"
+    assert f"{src / 'a.txt'} is not moved to {archived}, which exists already" in caplog.text

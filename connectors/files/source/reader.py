@@ -474,6 +474,12 @@ class SourceCleaner:
                     fs.rm(path)
                 else:
                     target = self._archived(path)
+                    if fs.exists(target):
+                        # As Spark (Hadoop's rename does not replace a file): fs.mv would overwrite
+                        # the copy archived before, so the file stays where it is.
+                        log.warning("connectors.files: cleanSource=archive: %s is not moved to %s, which exists "
+                                    "already (an earlier file of that path); skipped moving it", file.path, target)
+                        continue
                     fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
                     fs.mv(path, target)
             except OSError as exc:
