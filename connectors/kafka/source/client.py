@@ -95,6 +95,7 @@ class BrokerClient:
         self._consumer: Consumer | None = None
         # A request waits as long as librdkafka's socket timeout (default 60 s).
         self.timeout = float(options.client.get("socket.timeout.ms", 60000)) / 1000
+        self._listed: set[str] = set()  # topics that had partitions (see _metadata)
 
     @property
     def consumer(self) -> Consumer:
@@ -144,13 +145,15 @@ class BrokerClient:
             return self._assigned()[0]
         if options.subscribe is not None:
             return self._existing(options.subscribe)
-        topics = self._ask("list topics", lambda: self.consumer.list_topics(timeout=self.timeout)).topics
+        topics = self._metadata("list topics", lambda: self.consumer.list_topics(timeout=self.timeout).topics)
         # A match anywhere in the name, as Spark 4.2's source (its partition discovery finds topics with
         # Scala's findFirstIn, not the Java consumer's full match): "orders" also reads "orders-eu".
         pattern = re.compile(options.subscribe_pattern or "")
-        return sorted((name, p) for name, topic in topics.items()
-                      if pattern.search(name) and name not in INTERNAL_TOPICS and topic.error is None
-                      for p in topic.partitions)  # fmt: skip
+        tps = sorted((name, p) for name, topic in topics.items()
+                     if pattern.search(name) and name not in INTERNAL_TOPICS and topic.error is None
+                     for p in topic.partitions)  # fmt: skip
+        self._listed = {name for name, _ in tps}
+        return tps
 
     def starting_partitions(self) -> list[TopicPartition]:
         """:meth:`partitions` when a query starts: an assigned partition that does not exist fails
@@ -184,11 +187,38 @@ class BrokerClient:
         whole cluster's costs every trigger more the more topics there are (docs/kafka-source.md, Speed)."""
         tps = []
         for name in dict.fromkeys(names):
-            answer = self._ask("list topics", lambda name=name: self.consumer.list_topics(name, timeout=self.timeout))
-            topic = answer.topics.get(name)
+            topics = self._metadata("list topics",
+                                    lambda name=name: self.consumer.list_topics(name, timeout=self.timeout).topics)
+            topic = topics.get(name)
             if topic is not None and topic.error is None:
                 tps.extend((name, p) for p in topic.partitions)
+        self._listed = {name for name, _ in tps}
         return sorted(tps)
+
+    def _metadata(self, what: str, listing: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Topic metadata, asked again while a topic that had partitions is answered with an error:
+        a restarting broker answers UNKNOWN_TOPIC_OR_PART for topics it has not loaded yet, and a
+        topic left out of one answer would have been taken for deleted. Still unknown after the
+        retries, it is (planning reports the data loss); another error fails, naming the topic.
+        Topics never seen (a subscribed one not created yet) are not waited for."""
+        last: dict[str, Any] = {}  # the answer of the last attempt, if it got one
+
+        def call() -> dict[str, Any]:
+            nonlocal last
+            last = {}
+            last = topics = listing()
+            for name in sorted(self._listed.intersection(topics)):
+                if (error := topics[name].error) is not None:
+                    raise KafkaException(KafkaError(error.code(), f"topic {name}: {error.str()}"))
+            return topics
+
+        try:
+            return self._ask(what, call)
+        except KafkaSourceError:
+            errors = [t.error.code() for name, t in last.items() if name in self._listed and t.error is not None]
+            if not errors or any(code != KafkaError.UNKNOWN_TOPIC_OR_PART for code in errors):
+                raise
+            return last
 
     # -- offsets ----------------------------------------------------------------------------
 

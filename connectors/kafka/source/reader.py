@@ -166,6 +166,7 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         self._target: Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
         self._last_trigger = -math.inf  # when minOffsetsPerTrigger last let a batch run: the first always runs
         self._group_committed: Offsets | None = None
+        self._gone: set[tuple[str, int]] = set()  # partitions planning found deleted: no longer carried
 
     def __getstate__(self) -> dict:
         # read() runs on an unpickled copy in an executor: no client, no driver-side caches.
@@ -220,6 +221,10 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
         self._commit_to_group(begin)
         if self._target is not None:  # nothing that arrived after the AvailableNow target
             latest = {tp: min(offset, self._target[tp]) for tp, offset in latest.items() if tp in self._target}
+        # A partition read so far stays in the end offset (Spark logs it) even if this listing left
+        # it out: dropped on one glitchy metadata answer, every replay of the batch reported it
+        # deleted and the next batch read it again from its earliest offset. Planning decides.
+        latest = {**{tp: offset for tp, offset in begin.items() if tp not in self._gone}, **latest}
         if self._delay(begin, latest):
             latest = begin
         elif isinstance(limit, ReadMaxRows):
@@ -258,7 +263,13 @@ class KafkaStreamReader(_PlansRanges, DataSourceStreamReader, SupportsTriggerAva
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         # Offsets of older versions have neither key: planned with today's options and start.
-        return self._tasks(self.broker, from_json(end.get(START, start)), from_json(end), end.get(SPLIT))
+        begin, until = from_json(end.get(START, start)), from_json(end)
+        # A partition latestOffset carried forward (or any, on a replay) may be gone: listed again,
+        # one that is not is left out of the end, and plan() reports it deleted.
+        unlisted = until.keys() - (self._latest[1].keys() if self._latest else set())
+        self._gone = unlisted - set(self.broker.partitions()) if unlisted else set()
+        until = {tp: offset for tp, offset in until.items() if tp not in self._gone}
+        return self._tasks(self.broker, begin, until, end.get(SPLIT))
 
     def commit(self, end: dict) -> None:
         self._commit_to_group(from_json(end))

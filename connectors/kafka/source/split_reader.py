@@ -37,7 +37,7 @@ from connectors.core.idle import IdleClients
 from connectors.kafka import FORMAT
 from connectors.kafka.source.client import consumer_config
 from connectors.kafka.source.offsets import OffsetRange, data_loss_handler
-from connectors.kafka.source.options import KafkaSourceOptions
+from connectors.kafka.source.options import LATEST_OFFSET, KafkaSourceOptions
 
 _HEADERS = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 SCHEMA = StructType([
@@ -212,6 +212,8 @@ class RangeReader:
         self.ends = np.array([r.end for r in self.ranges], np.int64)
         self.starts = np.array([r.start for r in self.ranges], np.int64)
         self.positions = self.starts.copy()  # the next offset of each range
+        # Delivered since assign(): only then is position() trusted (a kept consumer's is the last task's till then).
+        self._heard = np.zeros(len(self.ranges), np.bool_)
         self._past_end = 0  # records delivered at or past their range's end, dropped
         self._by_head = False  # see _wanted
 
@@ -281,8 +283,10 @@ class RangeReader:
                 yield from map(convert, pending.add(self._hold_others(current, data, held, held_bytes)))
                 for message, error in events:
                     slot = self._slot[self._key(message)]
+                    self._heard[slot] = True
                     if error.code() == KafkaError._PARTITION_EOF:
-                        self.positions[slot] = max(self.positions[slot], self._at_end_of_partition(slot, message.offset()))
+                        end_of_partition = self._at_end_of_partition(consumer, slot, message.offset())
+                        self.positions[slot] = max(self.positions[slot], end_of_partition)
                     elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                         self.positions[slot] = self._restart_after_loss(consumer, slot)
                         waiting[slot] = False  # assigned again: fetching
@@ -343,6 +347,7 @@ class RangeReader:
         offsets = np.fromiter(map(Message.offset, data), np.int64, len(data))
         ends = self.ends[slots]
         np.maximum.at(self.positions, slots, np.minimum(offsets + 1, ends))
+        self._heard[slots] = True
         keep = offsets < ends
         self._past_end += len(data) - int(np.count_nonzero(keep))
         mine = keep & (slots == current)
@@ -361,7 +366,7 @@ class RangeReader:
         return KafkaTopicPartition(r.topic, r.partition, *offset)
 
     def _advance(self, consumer: Consumer, reading: np.ndarray) -> None:
-        slots = np.flatnonzero(reading)
+        slots = np.flatnonzero(reading & self._heard)
         positions = consumer.position([self._partition(slot) for slot in slots])
         self.positions[slots] = np.maximum(self.positions[slots], [p.offset for p in positions])  # -1001: none yet
 
@@ -373,15 +378,23 @@ class RangeReader:
                 f"(kafkaConsumer.pollTimeoutMs) while reading offsets [{r.start}, {r.end}), stuck at "
                 f"{self.positions[slots[0]]}")
 
-    def _at_end_of_partition(self, slot: int, end_of_partition: int) -> int:
+    def _at_end_of_partition(self, consumer: Consumer, slot: int, end_of_partition: int) -> int:
         """The log ends at ``end_of_partition``: offsets up to there that were not delivered are
-        markers or gaps; a range reaching beyond it lost records (topic truncated or recreated)."""
+        markers or gaps; a range reaching beyond it lost records (topic truncated or recreated),
+        unless the leader says otherwise: the end comes from the high watermark of the replica
+        that served the fetch, which lags the leader's (planning's) after a leader change or when
+        a follower serves it (``client.rack``); reading then goes on, within kafkaConsumer.pollTimeoutMs."""
         r = self.ranges[slot]
-        if end_of_partition < r.end:
+        if end_of_partition < r.end and self._latest(consumer, slot) < r.end:
             self.on_loss(f"topic {r.topic} partition {r.partition} ends at offset {end_of_partition}, but offsets up "
                          f"to {r.end} were planned (topic recreated?)")
             return r.end  # nothing more will come
         return end_of_partition
+
+    def _latest(self, consumer: Consumer, slot: int) -> int:
+        """The partition's latest offset by its leader now (the last stable one under read_committed)."""
+        (answer,) = consumer.offsets_for_times([self._partition(slot, LATEST_OFFSET)], timeout=10)
+        return answer.offset
 
     def _restart_after_loss(self, consumer: Consumer, slot: int) -> int:
         """The next offset was deleted (retention) after planning: report, then go on from earliest."""
