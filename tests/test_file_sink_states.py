@@ -627,3 +627,12 @@ def test_csv_header_in_the_files_encoding_and_line_separator(tmp_path):
     header = SinkPlan(FileSinkOptions.from_options({"path": str(tmp_path), "fileFormat": "csv", "header": "true",
                                                     "encoding": "UTF-16LE", "lineSep": "\r"}), ("a", "é")).header  # fmt: skip
     assert header == '"a","é"\r'.encode("utf-16-le")
+
+
+def test_float_bucket_column_puts_every_row_in_exactly_one_bucket(tmp_path, clock):
+    p = plan(tmp_path, bucketAssigner="column", bucketColumn="k", rollingPolicy="onCheckpoint")
+    batch = pa.record_batch({"value": ["1", "2", "3", "4", "5"], "k": [0.0, -0.0, math.nan, math.inf, math.nan]})
+    commit_batch(p, [write(p, 0, 0, batch)], 0)
+    buckets = {os.path.dirname(name): sorted(text.split()) for name, text in visible(tmp_path).items()}
+    # as Spark's partitionBy names them: 0.0 and -0.0 apart, NaN and infinity in Java's spelling
+    assert buckets == {"k=0.0": ["1"], "k=-0.0": ["2"], "k=NaN": ["3", "5"], "k=Infinity": ["4"]}

@@ -6,6 +6,7 @@ The typed assigners with Flink's names are in ``config.py``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -43,8 +44,18 @@ def bucketer(assigner: str, time_format: str, zone: str, column: str | None) -> 
 
 
 def _by_column(batch: pa.RecordBatch, column: str) -> Iterator[tuple[str, pa.RecordBatch]]:
-    values = batch.column(column)
+    # Group by the index of each row's distinct value, so every row lands in exactly one bucket:
+    # comparing values again would match 0.0 with -0.0 (two distinct values) and never match NaN.
+    # Like Spark's partitionBy, 0.0 and -0.0 stay apart and every NaN is one value.
+    encoded = pc.dictionary_encode(batch.column(column), null_encoding="encode")
     rest = batch.drop_columns([column])
-    for value in pc.unique(values).to_pylist():
-        mask = pc.is_null(values) if value is None else pc.equal(values, pa.scalar(value, values.type))
-        yield directory_name(column, value), rest.filter(pc.fill_null(mask, False))
+    for index, value in enumerate(encoded.dictionary.to_pylist()):
+        yield directory_name(column, _spark_text(value)), rest.filter(pc.equal(encoded.indices, index))
+
+
+def _spark_text(value: object) -> object:
+    """NaN and the infinities as Spark names them in a partition directory (and this project's
+    file source reads back as doubles); Python's ``nan`` and ``inf`` would read back as strings."""
+    if not isinstance(value, float) or math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
