@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 )
 
 from connectors.core.options import OptionError
-from connectors.files.sink import exactly_once, task_writer
+from connectors.files.sink import exactly_once, part_files, task_writer
 from connectors.files.partition_directories import directory_name
 from connectors.files.datetime_patterns import strftime_pattern
 from connectors.files.sink.exactly_once import commit_batch, finish_query, roll_expired
@@ -636,3 +636,46 @@ def test_float_bucket_column_puts_every_row_in_exactly_one_bucket(tmp_path, cloc
     buckets = {os.path.dirname(name): sorted(text.split()) for name, text in visible(tmp_path).items()}
     # as Spark's partitionBy names them: 0.0 and -0.0 apart, NaN and infinity in Java's spelling
     assert buckets == {"k=0.0": ["1"], "k=-0.0": ["2"], "k=NaN": ["3", "5"], "k=Infinity": ["4"]}
+
+
+def test_a_published_file_a_consumer_deleted_is_not_published_again(tmp_path, clock):
+    p = plan(tmp_path, rollingPolicy="onCheckpoint")
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    [published] = visible(tmp_path)
+    os.remove(tmp_path / published)  # e.g. a file source with cleanSource=delete
+    commit_batch(p, [write(p, 1, 0, lines("b"))], 1)  # publishes batch 0's part again: its piece is gone
+    assert list(visible(tmp_path).values()) == ["b\n"]
+    commit_batch(p, [FileSinkMessage(QUERY, 1, True, {})], 1)  # a replay reads the same state again
+    assert list(visible(tmp_path).values()) == ["b\n"]
+
+
+def test_a_file_the_listener_published_and_a_consumer_moved_stays_gone(tmp_path, clock):
+    p = plan(tmp_path, inactivityInterval="10s")
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    clock.now += 11
+    assert roll_expired(p.storage, p.rules, QUERY, clock.now) == 1  # a copy: the piece stays
+    [published] = visible(tmp_path)
+    os.rename(tmp_path / published, tmp_path.parent / f"{tmp_path.name}-archived")
+    clock.now += 11
+    assert roll_expired(p.storage, p.rules, QUERY, clock.now) == 0
+    assert finish_query(p.storage, QUERY, rename=False, clean=False) == []
+    assert visible(tmp_path) == {}
+    commit_batch(p, [write(p, 1, 0, lines("b"))], 1)  # "b" stays open, "a" stays gone
+    assert visible(tmp_path) == {}
+
+
+def test_a_kill_between_two_publications_then_a_consumer_delete_publishes_the_rest(tmp_path, clock, monkeypatch):
+    p = plan(tmp_path, rollingPolicy="onCheckpoint")
+
+    def killed(point, base):
+        raise SystemExit(f"killed at {point}")
+
+    monkeypatch.setattr(part_files, "fault_point", killed)
+    with pytest.raises(SystemExit):  # the first part renamed into place, the second not yet
+        commit_batch(p, [write(p, 0, 0, lines("a")), write(p, 0, 1, lines("b"))], 0)
+    monkeypatch.undo()
+    [(first, text)] = visible(tmp_path).items()
+    os.remove(tmp_path / first)
+    commit_batch(p, [FileSinkMessage(QUERY, 0, True, {})], 0)  # the replay after the restart
+    assert list(visible(tmp_path).values()) == ["b\n" if text == "a\n" else "a\n"]
+    assert hidden(tmp_path) == []

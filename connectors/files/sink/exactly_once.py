@@ -9,7 +9,9 @@ Every operation follows the same protocol, under :func:`driver_lock`:
    and the intent of every concatenation;
 3. publish the new ``pending`` parts (a compacted part is concatenated into a hidden file renamed
    into place), then delete hidden files nobody needs any more: the sources of a concatenation
-   only after its target is published.
+   only after its target is published. Where the pieces stay (the listener and ``finish`` copy
+   them), one more version without ``pending`` records that publishing is done: a published file
+   a consumer moved or deleted is then never published again.
 
 A batch is committed once: a batch id not above the state's ``batch`` was committed before a
 driver crash and its replay is a no-op (its tasks skip writing, see ``writer.py``).
@@ -17,6 +19,7 @@ driver crash and its replay is a no-op (its tasks skip writing, see ``writer.py`
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import time
 import uuid
@@ -40,6 +43,18 @@ from connectors.testing.faults import fault_point
 def publish_all(storage: Storage, parts: Iterable[Part], rename: bool) -> None:
     for part in parts:
         publish(storage, part, rename)
+
+
+def _publish_pending(log: StateLog, state: SinkState, rename: bool) -> SinkState:
+    """Publish ``state.pending`` and return the newest version; that is one more, without
+    ``pending``, if there were any (their pieces may stay, and every reader would publish them
+    again)."""
+    publish_all(log.storage, state.pending, rename)
+    if not state.pending:
+        return state
+    done = dataclasses.replace(state, version=state.version + 1, pending=())
+    log.write(done)
+    return done
 
 
 def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_id: int) -> None:
@@ -134,16 +149,16 @@ def roll_expired(storage: Storage, rules: RollingRules, query: str, now: float |
     now = time.time() if now is None else now
     with driver_lock(storage.base):
         log = StateLog(storage, query)
-        state = log.latest()
-        publish_all(storage, state.pending, rename=False)
+        state = _publish_pending(log, log.latest(), rename=False)
         expired = {s: p for s, p in state.parts.items() if rules.expired(p.opened, p.written, now)}
         if not expired:
             return 0
         parts = {s: p for s, p in state.parts.items() if s not in expired}
         pending = tuple(compact(expired.values(), state.compaction))
-        new = SinkState(query, state.version + 1, state.batch, parts, pending, state.garbage, state.compaction)
-        log.write(new.with_garbage(new.pending))
-        publish_all(storage, new.pending, rename=False)
+        new = dataclasses.replace(state, version=state.version + 1, parts=parts, pending=pending)
+        new = new.with_garbage(new.pending)
+        log.write(new)
+        _publish_pending(log, new, rename=False)
         return len(expired)
 
 
@@ -156,17 +171,17 @@ def finish_query(storage: Storage, query: str, rename: bool, clean: bool, locked
         with driver_lock(storage.base):
             return finish_query(storage, query, rename, clean, locked=True)
     log = StateLog(storage, query)
-    state = log.latest()
-    publish_all(storage, state.pending, rename)
+    state = _publish_pending(log, log.latest(), rename)
     if not state.parts:
         if clean:
             for path in state.garbage:
                 storage.delete(path)
         return []
     pending = tuple(compact(state.parts.values(), state.compaction))
-    new = SinkState(query, state.version + 1, state.batch, {}, pending, state.garbage, state.compaction)
-    log.write(new if clean else new.with_garbage(new.pending))
-    publish_all(storage, new.pending, rename)
+    new = dataclasses.replace(state, version=state.version + 1, parts={}, pending=pending)
+    new = new if clean else new.with_garbage(new.pending)
+    log.write(new)
+    _publish_pending(log, new, rename)
     if clean:
         sweep(storage, _directories(new.pending), keep=set())
         for path in new.garbage:

@@ -6,11 +6,13 @@ next to it. Readers that skip hidden files (Spark, pyarrow, pandas, Hadoop) neve
 
 Publishing (:func:`publish`) renames the only piece, or concatenates the pieces' committed byte
 ranges; both are atomic through :mod:`connectors.files.sink.storage` and idempotent: once the
-final file exists with the part's size, publishing again does nothing.
+final file exists with the part's size, publishing again does nothing, and so does a final file
+gone with a piece gone (published, then moved or deleted downstream).
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import uuid
 from collections.abc import Iterable
@@ -18,6 +20,8 @@ from collections.abc import Iterable
 from connectors.files.sink.state import Part
 from connectors.files.sink.storage import Storage
 from connectors.testing.faults import fault_point
+
+log = logging.getLogger(__name__)
 
 
 def final_name(bucket: str, prefix: str, uid: str, counter: int, suffix: str) -> str:
@@ -54,10 +58,19 @@ def publish(storage: Storage, part: Part, rename: bool) -> None:
         raise OSError(f"{part.final} holds {size} bytes, not the {part.size} committed, and its pieces are gone")
     only = pieces[0]
     movable = rename or not storage.local  # objects are immutable: nobody appends to them
-    if movable and len(pieces) == 1 and only.start == 0 and storage.size(only.path) == only.end:
-        storage.rename(only.path, part.final)
-    else:
-        storage.concat([(p.path, p.start, p.size) for p in pieces], part.final)
+    try:
+        if movable and len(pieces) == 1 and only.start == 0 and storage.size(only.path) == only.end:
+            storage.rename(only.path, part.final)
+        else:
+            storage.concat([(p.path, p.start, p.size) for p in pieces], part.final)
+    except FileNotFoundError:
+        # Pieces are deleted only after their part is published (moved into place, or swept once
+        # the whole version is), so a piece gone with no final file means a consumer moved or
+        # deleted the published file: publishing again would fail on every restart.
+        if size is not None or all(storage.exists(piece.path) for piece in pieces):
+            raise
+        log.info("%s was published and has since been moved or deleted: not published again", part.final)
+        return
     fault_point("files.publish.part", storage.base)
 
 
