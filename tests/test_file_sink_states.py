@@ -679,3 +679,17 @@ def test_a_kill_between_two_publications_then_a_consumer_delete_publishes_the_re
     commit_batch(p, [FileSinkMessage(QUERY, 0, True, {})], 0)  # the replay after the restart
     assert list(visible(tmp_path).values()) == ["b\n" if text == "a\n" else "a\n"]
     assert hidden(tmp_path) == []
+
+
+def test_a_part_renamed_into_place_is_published_with_a_new_modification_time(tmp_path, clock):
+    p = plan(tmp_path, inactivityInterval="10s")
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    [piece] = hidden(tmp_path)
+    real_now = datetime.datetime.now().timestamp  # the clock fixture replaces time.time
+    an_hour_ago = real_now() - 3600
+    os.utime(tmp_path / piece, (an_hour_ago, an_hour_ago))  # its last write, long ago
+    clock.now += 11
+    before = real_now()
+    commit_batch(p, [write(p, 1, 1, lines("b"))], 1)  # rolls the idle part: renames its only piece
+    [published] = visible(tmp_path)
+    assert os.path.getmtime(tmp_path / published) >= before - 1  # not an hour old: a watermark keeps it

@@ -159,7 +159,11 @@ class Storage:
             pass
 
     def rename(self, source: str, target: str) -> None:
+        """Move ``source`` to ``target``, which gets a new modification time (as a copy or a new
+        object would): a consumer tracking a watermark of mtimes would skip a file published
+        with its last write's (a part rolled for inactivity) as late."""
         if self.local:
+            os.utime(self.abs(source))
             os.rename(self.abs(source), self.abs(target))
         else:
             self.fs.mv(self.abs(source), self.abs(target))  # server-side copy, then delete
