@@ -391,3 +391,19 @@ def test_csv_writer_options_give_sparks_bytes_or_rows(spark, tmp_path):
 
     assert rows("ours") == rows("spark")  # Spark reads the emptyValue back as it is, from either file
     assert rows("ours") == sorted(map(str, df.replace("", "EMPTY", subset=["empty"]).collect()))
+
+
+def test_two_writes_to_one_path_in_one_micro_batch_fail_instead_of_losing_rows(spark, tmp_path):
+    out = tmp_path / "out"
+    sink = FileSink(str(out), fileFormat="csv", bucketAssigner="basePath", rollingPolicy="onCheckpoint")
+
+    def even_then_odd(df, batch_id):
+        sink(df.filter("value % 2 = 0"), batch_id)
+        sink(df.filter("value % 2 = 1"), batch_id)  # skipped as a replay of the batch, silently, before
+
+    query = (
+        numbers(spark, 99, 100).writeStream.foreachBatch(even_then_odd)
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    with pytest.raises(PySparkException, match=r"micro-batch 0 was already written to \S+ in this run; write to one"):
+        query.awaitTermination(180)

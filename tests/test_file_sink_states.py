@@ -6,6 +6,7 @@ commit the messages), on real local files, with a controlled clock.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -693,3 +694,15 @@ def test_a_part_renamed_into_place_is_published_with_a_new_modification_time(tmp
     commit_batch(p, [write(p, 1, 1, lines("b"))], 1)  # rolls the idle part: renames its only piece
     [published] = visible(tmp_path)
     assert os.path.getmtime(tmp_path / published) >= before - 1  # not an hour old: a watermark keeps it
+
+
+def test_a_second_write_of_a_batch_in_its_run_fails_and_a_replay_after_a_restart_is_skipped(tmp_path, clock):
+    p = plan(tmp_path, rollingPolicy="onCheckpoint")
+    first = write(p, 0, 0, lines("a"))
+    commit_batch(p, [dataclasses.replace(first, run="run-1")], 0)
+    again = FileSinkMessage(QUERY, 0, True, {}, "run-1")  # its tasks see the batch committed
+    with pytest.raises(RuntimeError, match=f"micro-batch 0 was already written to {tmp_path} in this run"):
+        commit_batch(p, [again], 0)
+    commit_batch(p, [dataclasses.replace(again, run="run-2")], 0)  # the restarted query's replay
+    commit_batch(p, [dataclasses.replace(again, run=None)], 0)  # Spark Connect: no run id, a replay
+    assert list(visible(tmp_path).values()) == ["a\n"] and StateLog(p.storage, QUERY).latest().run == "run-1"

@@ -68,6 +68,14 @@ def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_i
         log = StateLog(storage, query)
         state = log.latest()
         publish_all(storage, state.pending, rename=True)
+        run = written[0].run
+        if batch_id == state.batch and run is not None and run == state.run:
+            # A restart has a new run id: this is a second write of the batch in the run that
+            # committed it, which skipping as a replay would silently lose.
+            raise RuntimeError(
+                f"connectors.files: micro-batch {batch_id} was already written to {storage.base} in this "
+                "run; write to one base path once per micro-batch (union the DataFrames first)"
+            )
         if batch_id <= state.batch:  # a replay: finish what the crashed commit left, no new state
             sweep(storage, _directories(state.pending), keep=state.referenced())
             return
@@ -78,7 +86,7 @@ def commit_batch(plan: SinkPlan, messages: list[FileSinkMessage | None], batch_i
             if plan.rules.roll_before_write(part.size, part.opened, part.written, now):
                 pending.append(parts.pop(slot))
         pending = compact(pending, plan.compaction)
-        new = SinkState(query, state.version + 1, batch_id, parts, tuple(pending), compaction=plan.compaction)
+        new = SinkState(query, state.version + 1, batch_id, parts, tuple(pending), compaction=plan.compaction, run=run)
         log.write(new)
         fault_point("files.commit.state_written", storage.base)
         publish_all(storage, new.pending, rename=True)

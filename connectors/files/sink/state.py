@@ -115,6 +115,8 @@ class SinkState:
     been appending to: the next batch commit deletes those no open part needs.
     ``compaction``: the largest file that parts rolling together in one bucket are concatenated
     into (0: no compaction); set by the batch commits, so the listener and ``finish`` follow it.
+    ``run``: Spark's runId of the query run that committed ``batch`` (None where Spark does not
+    tell): the same batch written again in that run is a second write, not a replay.
     """
 
     query: str
@@ -124,13 +126,14 @@ class SinkState:
     pending: tuple[Part, ...] = ()
     garbage: tuple[str, ...] = ()
     compaction: int = 0
+    run: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({
             "query": self.query, "version": self.version, "batch": self.batch,
             "parts": {slot: part.to_json() for slot, part in self.parts.items()},
             "pending": [part.to_json() for part in self.pending], "garbage": list(self.garbage),
-            "compaction": self.compaction,
+            "compaction": self.compaction, "run": self.run,
         })  # fmt: skip
 
     @classmethod
@@ -140,7 +143,7 @@ class SinkState:
             data["query"], data["version"], data["batch"],
             {slot: Part.from_json(part) for slot, part in data["parts"].items()},
             tuple(Part.from_json(part) for part in data["pending"]), tuple(data.get("garbage", ())),
-            data.get("compaction", 0),
+            data.get("compaction", 0), data.get("run"),
         )  # fmt: skip
 
     def with_garbage(self, parts: tuple[Part, ...]) -> SinkState:

@@ -55,6 +55,7 @@ class FileSinkMessage(WriterCommitMessage):
     batch: int | None
     skipped: bool  # this batch was already committed (a replay after a driver crash)
     slots: dict[str, SlotResult]
+    run: str | None = None  # Spark's runId of the query (None where Spark does not tell)
 
 
 def slot_key(bucket: str, partition: int) -> str:

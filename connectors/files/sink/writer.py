@@ -93,12 +93,14 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
             raise RuntimeError("connectors.files: a stream write without a query id / batch id")
         state = StateLog(self.plan.storage, task.query_id).latest()
         if task.batch_id <= state.batch:
-            for _ in iterator:  # committed before a driver crash: this run is a replay
+            # committed before a driver crash: this run is a replay (or, in the run that committed
+            # it, a second write of the batch, which the commit refuses)
+            for _ in iterator:
                 pass
-            return FileSinkMessage(task.query_id, task.batch_id, True, {})
+            return FileSinkMessage(task.query_id, task.batch_id, True, {}, task.run_id)
         slots = TaskWriter(self.plan, task.partition_id, state, keep_open=True).write_all(iterator)
         fault_point("files.task.written", self.plan.config.path)
-        return FileSinkMessage(task.query_id, task.batch_id, False, slots)
+        return FileSinkMessage(task.query_id, task.batch_id, False, slots, task.run_id)
 
     @_storage_errors("committing the micro-batch")
     def commit(self, messages: list[FileSinkMessage | None], batchId: int) -> None:
