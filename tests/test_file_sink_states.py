@@ -37,7 +37,7 @@ from connectors.files.sink.options import FileSinkOptions
 from connectors.files.sink.part_files import publish
 from connectors.files.sink.state import STATE_DIR, Part, Piece, StateLog
 from connectors.files.sink.storage import Storage
-from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, TaskWriter
+from connectors.files.sink.task_writer import FileSinkMessage, SinkPlan, TaskWriter, slot_key
 from connectors.tools.file_sink import finish
 
 QUERY = "q1"
@@ -706,3 +706,20 @@ def test_a_second_write_of_a_batch_in_its_run_fails_and_a_replay_after_a_restart
     commit_batch(p, [dataclasses.replace(again, run="run-2")], 0)  # the restarted query's replay
     commit_batch(p, [dataclasses.replace(again, run=None)], 0)  # Spark Connect: no run id, a replay
     assert list(visible(tmp_path).values()) == ["a\n"] and StateLog(p.storage, QUERY).latest().run == "run-1"
+
+
+def test_a_losing_attempt_still_appending_never_writes_into_the_published_file(tmp_path, clock):
+    """Attempt A of batch 1 appends to the committed part (its bytes still in its buffer), B, a
+    speculative copy started after the rollover interval, rolls the part and is the one
+    committed: renamed into place under A, the published file took A's rows when A closed."""
+    p = plan(tmp_path, rolloverInterval="60s", inactivityInterval="60s")
+    commit_batch(p, [write(p, 0, 0, lines("a"))], 0)
+    clock.now += 30
+    loser = TaskWriter(p, 0, StateLog(p.storage, QUERY).latest(), keep_open=True)
+    loser._open(slot_key("", 0), "", clock.now).write(lines("b"), clock.now)  # holds the piece's lock
+    clock.now += 35
+    commit_batch(p, [write(p, 1, 0, lines("b"))], 1)  # the part of "a" rolls: published
+    loser._close(slot_key("", 0), closed=False)  # A ends: its buffer goes to the piece it appended to
+    assert sorted(visible(tmp_path).values()) == ["a\n"]
+    commit_batch(p, [write(p, 2, 0, lines("c"))], 2)  # publishes the part of "a" again: unchanged
+    assert sorted(visible(tmp_path).values()) == ["a\n"]

@@ -59,9 +59,8 @@ def publish(storage: Storage, part: Part, rename: bool) -> None:
     only = pieces[0]
     movable = rename or not storage.local  # objects are immutable: nobody appends to them
     try:
-        if movable and len(pieces) == 1 and only.start == 0 and storage.size(only.path) == only.end:
-            storage.rename(only.path, part.final)
-        else:
+        whole = movable and len(pieces) == 1 and only.start == 0
+        if not (whole and storage.move_whole(only.path, part.final, only.end)):
             storage.concat([(p.path, p.start, p.size) for p in pieces], part.final)
     except FileNotFoundError:
         # Pieces are deleted only after their part is published (moved into place, or swept once

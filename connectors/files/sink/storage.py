@@ -158,15 +158,29 @@ class Storage:
         except FileNotFoundError:
             pass
 
-    def rename(self, source: str, target: str) -> None:
-        """Move ``source`` to ``target``, which gets a new modification time (as a copy or a new
-        object would): a consumer tracking a watermark of mtimes would skip a file published
-        with its last write's (a part rolled for inactivity) as late."""
-        if self.local:
+    def move_whole(self, source: str, target: str, size: int) -> bool:
+        """Move ``source`` to ``target`` if it holds exactly ``size`` bytes and, locally, no writer
+        holds its lock; False (nothing moved) otherwise. A losing task attempt still appending to
+        a moved piece would append to the published file: its bytes stay out only if it is copied.
+        ``target`` gets a new modification time (as a copy or a new object would): a consumer
+        tracking a watermark of mtimes would skip a file published with its last write's (a part
+        rolled for inactivity) as late."""
+        if not self.local:
+            if self.size(source) != size:
+                return False
+            self.fs.mv(self.abs(source), self.abs(target))  # server-side copy, then delete
+            return True
+        handle = self._lock(source)  # held through the rename: no attempt appends meanwhile
+        if handle is None:
+            return False
+        try:
+            if os.fstat(handle.fileno()).st_size != size:
+                return False
             os.utime(self.abs(source))
             os.rename(self.abs(source), self.abs(target))
-        else:
-            self.fs.mv(self.abs(source), self.abs(target))  # server-side copy, then delete
+        finally:
+            handle.close()
+        return True
 
     def concat(self, ranges: Iterable[Range], target: str) -> None:
         """Write the byte ranges, in order, as ``target`` (atomically)."""
