@@ -157,16 +157,18 @@ def test_plan_reports_every_kind_of_data_loss():
     reports: list[str] = []
     ranges = plan(
         start={("t", 0): 5, ("t", 1): 50, ("t", 2): 3, ("gone", 0): 7},
-        end={("t", 0): 20, ("t", 1): 8, ("t", 2): 9, ("new", 0): 4},
-        earliest={("t", 0): 10, ("t", 1): 0, ("t", 2): 0, ("new", 0): 1},
+        end={("t", 0): 20, ("t", 1): 8, ("t", 2): 9, ("new", 0): 4, ("new", 1): 6},
+        earliest={("t", 0): 10, ("t", 1): 0, ("t", 2): 0, ("new", 0): 1, ("new", 1): 0},
         on_loss=reports.append,
     )
     assert [(r.topic, r.partition, r.start, r.end) for r in ranges] == [
-        ("new", 0, 1, 4), ("t", 0, 10, 20), ("t", 1, 0, 8), ("t", 2, 3, 9)]
-    assert len(reports) == 3
+        ("new", 0, 1, 4), ("new", 1, 0, 6), ("t", 0, 10, 20), ("t", 1, 0, 8), ("t", 2, 3, 9)]
+    assert len(reports) == 4
     assert "gone partition 0 was deleted" in reports[0]
-    assert "t partition 0: offset 5 was deleted; earliest available offset is 10" in reports[1]
-    assert "t partition 1: offset 50 is past the end" in reports[2]
+    # as Spark's "Added partition ... starts from 1 instead of 0": retention deleted records unread
+    assert "topic new partition 0 was added and starts at offset 1, not 0" in reports[1]
+    assert "t partition 0: offset 5 was deleted; earliest available offset is 10" in reports[2]
+    assert "t partition 1: offset 50 is past the end" in reports[3]
 
 
 # -- options --------------------------------------------------------------------------------

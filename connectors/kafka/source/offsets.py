@@ -167,9 +167,11 @@ def data_loss_handler(fail: bool) -> Callable[[str], None]:
 def plan(start: Offsets, end: Offsets, earliest: Offsets, on_loss: Callable[[str], None]) -> list[OffsetRange]:
     """The ranges ``start`` -> ``end`` (before splitting), checked against ``earliest``.
 
-    A partition missing from ``start`` is new and read from its earliest offset. A start below
-    the earliest available offset (retention), above ``end`` (the topic was recreated) or a
-    partition missing from ``end`` (deleted) is data loss: reported, then read from earliest.
+    A partition missing from ``start`` is new and read from its earliest offset; one whose
+    earliest offset is not 0 lost records before the query found it (Spark's source reports
+    that too). A start below the earliest available offset (retention), above ``end`` (the topic
+    was recreated) or a partition missing from ``end`` (deleted) is data loss: reported, then
+    read from earliest.
     """
     for topic, partition in sorted(start.keys() - end.keys()):
         on_loss(f"topic {topic} partition {partition} was deleted (it was to be read from offset "
@@ -178,6 +180,9 @@ def plan(start: Offsets, end: Offsets, earliest: Offsets, on_loss: Callable[[str
     for (topic, partition), until in sorted(end.items()):
         first = earliest[topic, partition]
         wanted = start.get((topic, partition), first)
+        if (topic, partition) not in start and first != 0:
+            on_loss(f"topic {topic} partition {partition} was added and starts at offset {first}, not 0: records "
+                    "deleted before the query found it are missed")
         if wanted < first or wanted > until:
             gone = "was deleted" if wanted < first else "is past the end of the partition (topic recreated?)"
             on_loss(f"topic {topic} partition {partition}: offset {wanted} {gone}; earliest available offset "
